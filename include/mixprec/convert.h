@@ -1,0 +1,18 @@
+// Bulk conversion between float32 and the 16-bit float types. Bit-exact with the scalar
+// conversions of float16.h / bfloat16.h (round to nearest even, overflow to inf, NaN kept quiet,
+// float16 subnormals exact); uses F16C/AVX2 when the CPU has them, a portable loop otherwise.
+#pragma once
+
+#include <cstddef>
+
+#include "mixprec/bfloat16.h"
+#include "mixprec/float16.h"
+
+namespace mixprec {
+
+void convert(const float* src, float16* dst, std::size_t n);
+void convert(const float16* src, float* dst, std::size_t n);
+void convert(const float* src, bfloat16* dst, std::size_t n);
+void convert(const bfloat16* src, float* dst, std::size_t n);
+
+}  // namespace mixprec

@@ -1,0 +1,46 @@
+// Tensor creation.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mixprec/random.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec {
+
+struct TensorOptions {
+  DType dtype = DType::float32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+// Uninitialised storage; every other creator fills it.
+Tensor empty(const Shape& shape, TensorOptions options = {});
+Tensor zeros(const Shape& shape, TensorOptions options = {});
+Tensor ones(const Shape& shape, TensorOptions options = {});
+Tensor full(const Shape& shape, double value, TensorOptions options = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+// A scalar (rank-0) tensor.
+Tensor scalar(double value, TensorOptions options = {});
+// Copies host values (converted to options.dtype); values.size() must equal shape.numel().
+Tensor from_vector(const std::vector<float>& values, const Shape& shape, TensorOptions options = {});
+Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions options = {});
+Tensor from_vector(const std::vector<std::int32_t>& values, const Shape& shape,
+                   TensorOptions options = {.dtype = DType::int32});
+Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape,
+                   TensorOptions options = {.dtype = DType::int64});
+// Copies numel values of `dtype` from raw host memory.
+Tensor from_data(const void* data, DType dtype, const Shape& shape, TensorOptions options = {});
+// [start, stop) with `step`, as a rank-1 tensor.
+Tensor arange(double start, double stop, double step = 1.0, TensorOptions options = {});
+Tensor arange(std::int64_t stop, TensorOptions options = {.dtype = DType::int64});
+// Samples are drawn in float64 from `gen` in row-major order, then converted to the dtype.
+Tensor random_normal(const Shape& shape, double mean = 0.0, double stddev = 1.0,
+                     TensorOptions options = {}, Generator& gen = default_generator());
+Tensor random_uniform(const Shape& shape, double low = 0.0, double high = 1.0,
+                      TensorOptions options = {}, Generator& gen = default_generator());
+
+}  // namespace mixprec

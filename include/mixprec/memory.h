@@ -1,0 +1,20 @@
+// Memory statistics per device, kept by the allocators that back every tensor.
+#pragma once
+
+#include <cstdint>
+
+#include "mixprec/device.h"
+
+namespace mixprec {
+
+struct MemoryStats {
+  std::int64_t current_bytes = 0;  // bytes held by live tensors now
+  std::int64_t peak_bytes = 0;     // largest current_bytes since start or the last reset
+  std::int64_t allocations = 0;    // number of allocations made
+};
+
+MemoryStats memory_stats(Device device = Device::cpu());
+// Sets peak_bytes to current_bytes, to measure the peak of one phase (one training step, say).
+void reset_peak_memory_stats(Device device = Device::cpu());
+
+}  // namespace mixprec

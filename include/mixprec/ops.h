@@ -1,0 +1,87 @@
+// Differentiable operations. All take and return Tensors; every floating op supports float32,
+// float16, bfloat16 (stored 16-bit, computed in float32 inside, rounded once on store) and float64.
+// Binary ops broadcast NumPy-style and require both operands to have the same dtype and device;
+// a mismatch throws naming the op and both shapes/dtypes. Reductions accumulate in float32
+// (float64 for float64). Axes may be negative.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "mixprec/tensor.h"
+
+namespace mixprec {
+
+// ---- elementwise binary (broadcasting) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);  // a > 0 where b is not an integer
+Tensor pow(const Tensor& a, double exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);  // gradient goes to a on ties
+Tensor minimum(const Tensor& a, const Tensor& b);  // gradient goes to a on ties
+// A scalar operand takes the dtype of the tensor operand.
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+
+// ---- elementwise unary ----
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor abs(const Tensor& x);  // gradient 0 at 0
+Tensor relu(const Tensor& x);
+Tensor relu6(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+enum class GeluApproximation { none, tanh };  // none = exact erf form (the Keras default)
+Tensor gelu(const Tensor& x, GeluApproximation approximation = GeluApproximation::none);
+Tensor silu(const Tensor& x);  // x * sigmoid(x)
+inline Tensor swish(const Tensor& x) { return silu(x); }
+
+// ---- comparisons and selection (not differentiable; return bool) ----
+Tensor equal(const Tensor& a, const Tensor& b);
+Tensor not_equal(const Tensor& a, const Tensor& b);
+Tensor less(const Tensor& a, const Tensor& b);
+Tensor less_equal(const Tensor& a, const Tensor& b);
+Tensor greater(const Tensor& a, const Tensor& b);
+Tensor greater_equal(const Tensor& a, const Tensor& b);
+// cond ? a : b, broadcasting all three; cond is bool. Differentiable in a and b.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor is_finite(const Tensor& x);  // bool, elementwise
+bool all_finite(const Tensor& x);   // true when no element is Inf or NaN
+
+// ---- reductions ----
+enum class KeepDims { no, yes };
+// Empty `axes` reduces over all axes.
+Tensor sum(const Tensor& x, const std::vector<int>& axes = {}, KeepDims keep = KeepDims::no);
+Tensor mean(const Tensor& x, const std::vector<int>& axes = {}, KeepDims keep = KeepDims::no);
+Tensor max(const Tensor& x, const std::vector<int>& axes = {}, KeepDims keep = KeepDims::no);
+Tensor argmax(const Tensor& x, int axis, KeepDims keep = KeepDims::no);  // int64
+// Numerically stable (max subtracted), accumulated in float32; output in the input dtype.
+Tensor softmax(const Tensor& x, int axis = -1);
+Tensor log_softmax(const Tensor& x, int axis = -1);
+
+// ---- linear algebra ----
+enum class Transpose { no, yes };
+// (..., M, K) x (..., K, N) -> (..., M, N), transposes applied to the last two axes first. Batch
+// axes broadcast. float16/bfloat16 accumulate in float32 (compute in float32, rounded once on store).
+Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a = Transpose::no,
+              Transpose transpose_b = Transpose::no);
+
+// ---- dtype and shape ----
+Tensor cast(const Tensor& x, DType dtype);
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int axis0, int axis1);
+Tensor permute(const Tensor& x, const std::vector<int>& axes);
+Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop, std::int64_t step = 1);
+Tensor concat(const std::vector<Tensor>& tensors, int axis);
+// Sums `x` down to `shape` (the inverse of broadcasting `shape` up to x.shape()).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+// indices (any integer dtype, values in [0, depth)) -> one-hot of shape indices.shape() + (depth,)
+Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype = DType::float32);
+
+}  // namespace mixprec

@@ -1,0 +1,30 @@
+// Seeded random number generation. The same seed gives the same numbers on every run and every
+// platform: the generator (splitmix64 seeding a xoshiro256**) and the float transforms are our own,
+// not std:: distributions, whose output is implementation-defined.
+#pragma once
+
+#include <cstdint>
+
+namespace mixprec {
+
+class Generator {
+ public:
+  explicit Generator(std::uint64_t seed = 0x6d697870726563ull);
+  void seed(std::uint64_t seed);
+  std::uint64_t next_u64();
+  double uniform();         // [0, 1), 53 random bits
+  double normal();          // standard normal (Box-Muller, both outputs used)
+  std::uint64_t below(std::uint64_t n);  // uniform integer in [0, n), unbiased
+
+ private:
+  std::uint64_t s_[4];
+  bool has_spare_ = false;
+  double spare_ = 0.0;
+};
+
+// The process-wide default generator used when no generator is passed.
+Generator& default_generator();
+// Reseeds the default generator (mixprec::set_seed(42) makes a program's random tensors repeatable).
+void set_seed(std::uint64_t seed);
+
+}  // namespace mixprec

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mixprec needs (DESIGN.md §6). Idempotent: installs only what is
+# missing, and does nothing (no apt-get update, no root needed) when everything is present.
+set -euo pipefail
+
+packages=(
+  cmake g++ make pkg-config
+  libdnnl-dev          # oneDNN: CPU matmul/convolution
+  zlib1g-dev           # gzip-compressed IDX files
+  nlohmann-json3-dev   # metrics and model JSON
+  libcli11-dev         # the mixprec command line
+  libgtest-dev libgmock-dev
+  libbenchmark-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}"; then
+  $sudo apt-get update
+  $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,60 @@
+#include "autograd/node.h"
+
+#include "core/tensor_impl.h"
+#include "mixprec/autograd.h"
+#include "mixprec/ops.h"
+
+namespace mixprec::autograd {
+
+std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
+  auto variable = variable_.lock();
+  if (!variable) return {};
+  Tensor& grad = variable->grad;
+  // A fresh tensor, never an alias of grad_output: later accumulation must not write into
+  // a tensor the caller might still hold.
+  grad = grad.defined() ? add(grad, grad_output) : grad_output.contiguous().detach();
+  return {};
+}
+
+bool needs_record(std::initializer_list<const Tensor*> inputs) {
+  if (!is_grad_enabled()) return false;
+  for (const Tensor* t : inputs) {
+    if (t->defined() && t->requires_grad()) return true;
+  }
+  return false;
+}
+
+bool needs_record(const std::vector<Tensor>& inputs) {
+  if (!is_grad_enabled()) return false;
+  for (const Tensor& t : inputs) {
+    if (t.defined() && t.requires_grad()) return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Node> edge_to(const Tensor& input) {
+  if (!input.defined() || !input.requires_grad()) return nullptr;
+  TensorImpl* impl = input.impl();
+  if (impl->grad_fn) return impl->grad_fn;
+  if (!impl->grad_accumulator) {
+    auto acc = std::make_shared<AccumulateGrad>(input.impl_ptr());
+    acc->output_shape = impl->shape;
+    acc->output_dtype = impl->dtype;
+    impl->grad_accumulator = acc;
+  }
+  return impl->grad_accumulator;
+}
+
+Tensor record(Tensor output, std::shared_ptr<Node> node, const std::vector<Tensor>& inputs) {
+  if (!needs_record(inputs)) return output;
+  node->next.reserve(inputs.size());
+  for (const Tensor& input : inputs) node->next.push_back(edge_to(input));
+  node->output_shape = output.shape();
+  node->output_dtype = output.dtype();
+  TensorImpl* impl = output.impl();
+  impl->grad_fn = std::move(node);
+  impl->requires_grad = true;
+  return output;
+}
+
+}  // namespace mixprec::autograd

@@ -1,0 +1,14 @@
+// CPU kernels of the broadcasting binary ops (forward and the fused gradient helpers).
+#pragma once
+
+#include "mixprec/tensor.h"
+
+namespace mixprec::cpu {
+
+enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum };
+
+// out = a (op) b with broadcasting; a and b have the same floating dtype; out is a new tensor of
+// the broadcast shape.
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+
+}  // namespace mixprec::cpu

@@ -1,0 +1,74 @@
+#include "backend/cpu/copy.h"
+
+#include <cstring>
+
+#include "mixprec/error.h"
+
+namespace mixprec::cpu {
+
+namespace {
+
+// Merges adjacent axes that are contiguous with each other and drops extent-1 axes, so that a
+// transposed (B, M, N) view becomes as few loops as its layout allows.
+void coalesce(const Shape& shape, const std::vector<std::int64_t>& strides,
+              std::vector<std::int64_t>& dims, std::vector<std::int64_t>& st) {
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (shape[i] == 1) continue;
+    if (!dims.empty() && st.back() == strides[static_cast<std::size_t>(i)] * shape[i]) {
+      dims.back() *= shape[i];
+      st.back() = strides[static_cast<std::size_t>(i)];
+    } else {
+      dims.push_back(shape[i]);
+      st.push_back(strides[static_cast<std::size_t>(i)]);
+    }
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    st.push_back(1);
+  }
+}
+
+template <typename T>
+void copy_typed(const T* src, const std::vector<std::int64_t>& dims,
+                const std::vector<std::int64_t>& st, T* dst) {
+  const int rank = static_cast<int>(dims.size());
+  const std::int64_t inner = dims.back(), inner_stride = st.back();
+  std::int64_t outer = 1;
+  for (int i = 0; i < rank - 1; ++i) outer *= dims[static_cast<std::size_t>(i)];
+#pragma omp parallel for schedule(static) if (outer * inner > (1 << 16))
+  for (std::int64_t o = 0; o < outer; ++o) {
+    // Offset of row `o` from its multi-index over the outer axes.
+    std::int64_t rem = o, src_offset = 0;
+    for (int i = rank - 2; i >= 0; --i) {
+      const auto d = dims[static_cast<std::size_t>(i)];
+      src_offset += (rem % d) * st[static_cast<std::size_t>(i)];
+      rem /= d;
+    }
+    const T* s = src + src_offset;
+    T* d = dst + o * inner;
+    if (inner_stride == 1) {
+      std::memcpy(d, s, static_cast<std::size_t>(inner) * sizeof(T));
+    } else {
+      for (std::int64_t j = 0; j < inner; ++j) d[j] = s[j * inner_stride];
+    }
+  }
+}
+
+}  // namespace
+
+void strided_to_contiguous(const void* src, const Shape& shape,
+                           const std::vector<std::int64_t>& strides, std::size_t element_size,
+                           void* dst) {
+  if (shape.numel() == 0) return;
+  std::vector<std::int64_t> dims, st;
+  coalesce(shape, strides, dims, st);
+  switch (element_size) {
+    case 1: return copy_typed(static_cast<const std::uint8_t*>(src), dims, st, static_cast<std::uint8_t*>(dst));
+    case 2: return copy_typed(static_cast<const std::uint16_t*>(src), dims, st, static_cast<std::uint16_t*>(dst));
+    case 4: return copy_typed(static_cast<const std::uint32_t*>(src), dims, st, static_cast<std::uint32_t*>(dst));
+    case 8: return copy_typed(static_cast<const std::uint64_t*>(src), dims, st, static_cast<std::uint64_t*>(dst));
+    default: throw Error("strided_to_contiguous: unsupported element size " + std::to_string(element_size));
+  }
+}
+
+}  // namespace mixprec::cpu

@@ -1,0 +1,116 @@
+#include "backend/cpu/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/elementwise.h"
+#include "core/dispatch.h"
+#include "core/tensor_impl.h"
+
+namespace mixprec::cpu {
+
+namespace {
+
+template <typename C>
+C identity(ReduceOp op) {
+  return op == ReduceOp::sum ? C(0) : -std::numeric_limits<C>::infinity();
+}
+
+template <typename C>
+C combine(ReduceOp op, C acc, C v) {
+  if (op == ReduceOp::sum) return acc + v;
+  return (v > acc || std::isnan(v)) ? v : acc;  // NaN, once seen, stays (NaN > x is false)
+}
+
+// (rows, R) contiguous -> rows values: each row is summed chunk by chunk in C, chunk results
+// combined in double so long rows keep float32-level relative accuracy.
+template <typename T>
+void reduce_rows(ReduceOp op, const T* x, std::int64_t rows, std::int64_t length, T* out) {
+  using C = core::compute_t<T>;
+#pragma omp parallel for schedule(static) if (rows * length >= kParallelThreshold && rows > 1)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    alignas(64) C buffer[kChunk];
+    double total = op == ReduceOp::sum ? 0.0 : -std::numeric_limits<double>::infinity();
+    for (std::int64_t start = 0; start < length; start += kChunk) {
+      const std::int64_t n = std::min(kChunk, length - start);
+      gather(x + r * length + start, 1, n, buffer);
+      C acc = identity<C>(op);
+      if (op == ReduceOp::sum) {
+#pragma omp simd reduction(+ : acc)
+        for (std::int64_t i = 0; i < n; ++i) acc += buffer[i];
+        total += static_cast<double>(acc);
+      } else {
+        for (std::int64_t i = 0; i < n; ++i) acc = combine(op, acc, buffer[i]);
+        total = combine<double>(op, total, static_cast<double>(acc));
+      }
+    }
+    out[r] = core::store_as<T>(static_cast<C>(total));
+  }
+}
+
+// (R, cols) contiguous -> cols values, accumulating whole rows (cache-friendly for bias gradients).
+template <typename T>
+void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t cols, T* out) {
+  using C = core::compute_t<T>;
+  const std::int64_t col_chunks = (cols + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (length * cols >= kParallelThreshold)
+  for (std::int64_t c = 0; c < col_chunks; ++c) {
+    const std::int64_t start = c * kChunk, n = std::min(kChunk, cols - start);
+    alignas(64) C acc[kChunk];
+    alignas(64) C buffer[kChunk];
+    std::fill(acc, acc + n, identity<C>(op));
+    for (std::int64_t r = 0; r < length; ++r) {
+      gather(x + r * cols + start, 1, n, buffer);
+      if (op == ReduceOp::sum) {
+#pragma omp simd
+        for (std::int64_t i = 0; i < n; ++i) acc[i] += buffer[i];
+      } else {
+        for (std::int64_t i = 0; i < n; ++i) acc[i] = combine(op, acc[i], buffer[i]);
+      }
+    }
+    scatter(acc, n, out + start);
+  }
+}
+
+}  // namespace
+
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis) {
+  const int rank = x.rank();
+  std::vector<std::int64_t> out_dims(static_cast<std::size_t>(rank));
+  std::vector<int> kept, reduced;
+  for (int i = 0; i < rank; ++i) {
+    const bool r = reduce_axis[static_cast<std::size_t>(i)];
+    out_dims[static_cast<std::size_t>(i)] = r ? 1 : x.shape()[i];
+    (r ? reduced : kept).push_back(i);
+  }
+  Tensor out = core::make_tensor(Shape(out_dims), x.dtype(), x.device());
+  std::int64_t kept_n = 1, reduced_n = 1;
+  for (int i : kept) kept_n *= x.shape()[i];
+  for (int i : reduced) reduced_n *= x.shape()[i];
+
+  // Reduced axes leading (in order) -> column accumulation; otherwise move them last -> rows.
+  bool leading = true;
+  for (std::size_t i = 0; i < reduced.size(); ++i) leading = leading && reduced[i] == static_cast<int>(i);
+  Tensor src = x;
+  if (!leading) {
+    std::vector<int> order = kept;
+    order.insert(order.end(), reduced.begin(), reduced.end());
+    src = x.detach().permute(order);
+  }
+  src = src.detach().contiguous();
+  core::dispatch_floating(x.dtype(), "reduce", [&]<typename T>() {
+    const T* in = static_cast<const T*>(src.data_ptr());
+    T* o = static_cast<T*>(out.data_ptr());
+    if (reduced_n == 0) {
+      std::fill(o, o + kept_n, core::store_as<T>(identity<core::compute_t<T>>(op)));
+    } else if (leading) {
+      reduce_leading(op, in, reduced_n, kept_n, o);
+    } else {
+      reduce_rows(op, in, kept_n, reduced_n, o);
+    }
+  });
+  return out;
+}
+
+}  // namespace mixprec::cpu

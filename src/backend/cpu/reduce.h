@@ -1,0 +1,16 @@
+// CPU reductions over a set of axes, accumulated in float32 (float64 for float64 input).
+#pragma once
+
+#include <vector>
+
+#include "mixprec/tensor.h"
+
+namespace mixprec::cpu {
+
+enum class ReduceOp { sum, max };
+
+// Reduces the axes where reduce_axis[i] is true; the result keeps every axis with extent 1 on the
+// reduced ones (callers reshape for keepdims = no). Same dtype as x.
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis);
+
+}  // namespace mixprec::cpu

@@ -1,0 +1,17 @@
+// CPU kernels for comparisons, where and finiteness checks.
+#pragma once
+
+#include "mixprec/tensor.h"
+
+namespace mixprec::cpu {
+
+enum class CompareOp { equal, not_equal, less, less_equal, greater, greater_equal };
+
+// Broadcasting comparison of two tensors of the same dtype; returns bool.
+Tensor compare(CompareOp op, const Tensor& a, const Tensor& b);
+// cond (bool) ? a : b, broadcasting all three; a and b share a floating dtype.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor is_finite(const Tensor& x);  // bool
+bool all_finite(const Tensor& x);
+
+}  // namespace mixprec::cpu

@@ -1,0 +1,19 @@
+// Host allocator: 64-byte-aligned blocks with per-device current/peak statistics.
+#pragma once
+
+#include <cstddef>
+
+#include "mixprec/device.h"
+
+namespace mixprec::core {
+
+// Returns 64-byte-aligned memory of at least `bytes` (a zero-byte request still returns a unique
+// pointer). Throws DeviceError when the system is out of memory.
+void* cpu_allocate(std::size_t bytes);
+void cpu_deallocate(void* ptr, std::size_t bytes);
+
+// Allocators of other devices report their traffic here so memory_stats() sees every device.
+void record_allocation(Device device, std::size_t bytes);
+void record_deallocation(Device device, std::size_t bytes);
+
+}  // namespace mixprec::core

@@ -1,0 +1,69 @@
+#include "mixprec/shape.h"
+
+#include <string>
+
+#include "mixprec/error.h"
+
+namespace mixprec {
+
+Shape::Shape(std::initializer_list<std::int64_t> dims) : Shape(std::vector<std::int64_t>(dims)) {}
+
+Shape::Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {
+  for (auto d : dims_) {
+    if (d < 0) throw ShapeError("negative extent in shape " + to_string());
+  }
+}
+
+std::int64_t Shape::numel() const {
+  std::int64_t n = 1;
+  for (auto d : dims_) n *= d;
+  return n;
+}
+
+std::string Shape::to_string() const {
+  std::string s = "(";
+  for (std::size_t i = 0; i < dims_.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims_[i]);
+  }
+  if (dims_.size() == 1) s += ",";
+  return s + ")";
+}
+
+int normalize_axis(int axis, int rank, const char* op) {
+  const int normalized = axis < 0 ? axis + rank : axis;
+  if (normalized < 0 || normalized >= rank) {
+    throw ShapeError(std::string(op) + ": axis " + std::to_string(axis) +
+                     " is out of range for a tensor of rank " + std::to_string(rank) +
+                     " (valid: " + std::to_string(-rank) + " to " + std::to_string(rank - 1) + ")");
+  }
+  return normalized;
+}
+
+std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<std::int64_t> strides(static_cast<std::size_t>(shape.rank()));
+  std::int64_t stride = 1;
+  for (int i = shape.rank() - 1; i >= 0; --i) {
+    strides[static_cast<std::size_t>(i)] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const int rank = std::max(a.rank(), b.rank());
+  std::vector<std::int64_t> out(static_cast<std::size_t>(rank));
+  for (int i = 0; i < rank; ++i) {
+    const int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
+    const std::int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1) {
+      throw ShapeError(std::string(op) + ": shapes " + a.to_string() + " and " + b.to_string() +
+                       " cannot be broadcast together (axis " + std::to_string(i) + ": " +
+                       std::to_string(da) + " vs " + std::to_string(db) + ")");
+    }
+    out[static_cast<std::size_t>(i)] = da == 1 ? db : da;
+  }
+  return Shape(std::move(out));
+}
+
+}  // namespace mixprec

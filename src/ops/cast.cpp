@@ -1,0 +1,48 @@
+// cast / Tensor::to(dtype): differentiable between floating dtypes (the gradient is cast back to
+// the input dtype, so a float32 master variable receives a float32 gradient).
+#include "autograd/node.h"
+#include "backend/cpu/cast.h"
+#include "core/dispatch.h"
+#include "mixprec/ops.h"
+#include "ops/checks.h"
+
+namespace mixprec {
+
+namespace {
+struct CastBackward final : autograd::Node {
+  DType input_dtype;
+  std::vector<Tensor> backward(const Tensor& g) override { return {cast(g, input_dtype)}; }
+  std::string name() const override { return "CastBackward"; }
+};
+}  // namespace
+
+Tensor cast(const Tensor& x, DType dtype) {
+  ops::check_defined("cast", x);
+  ops::check_cpu("cast", x);
+  if (x.dtype() == dtype) return x;
+  Tensor out = cpu::cast(x, dtype);
+  if (!is_floating(dtype) || !autograd::needs_record({&x})) return out;
+  auto node = std::make_shared<CastBackward>();
+  node->input_dtype = x.dtype();
+  return autograd::record(out, node, {x});
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  const Tensor values = cpu::cast(detach(), dtype_of<T>());  // always a fresh contiguous copy
+  const T* p = static_cast<const T*>(values.data_ptr());
+  return std::vector<T>(p, p + values.numel());
+}
+
+#define MIXPREC_TO_VECTOR(e, T, name) template std::vector<T> Tensor::to_vector<T>() const;
+MIXPREC_FOR_EACH_DTYPE(MIXPREC_TO_VECTOR)
+#undef MIXPREC_TO_VECTOR
+
+double Tensor::item() const {
+  if (numel() != 1) {
+    throw ValueError("item: expected a tensor with one element, got shape " + shape().to_string());
+  }
+  return to_vector<double>()[0];
+}
+
+}  // namespace mixprec

@@ -1,0 +1,72 @@
+// Comparisons (not differentiable), where (differentiable in both branches) and finiteness.
+#include "autograd/node.h"
+#include "backend/cpu/select.h"
+#include "mixprec/creation.h"
+#include "mixprec/ops.h"
+#include "ops/checks.h"
+
+namespace mixprec {
+
+namespace {
+
+Tensor compare_op(cpu::CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
+  ops::check_same_dtype_device(name, a, b);
+  ops::check_cpu(name, a);
+  broadcast_shapes(a.shape(), b.shape(), name);
+  return cpu::compare(op, a, b);
+}
+
+struct WhereBackward final : autograd::Node {
+  Tensor cond;
+  Shape a_shape, b_shape;
+  std::vector<Tensor> backward(const Tensor& g) override {
+    const Tensor zero = zeros_like(g);
+    return {sum_to(cpu::where(cond, g, zero), a_shape), sum_to(cpu::where(cond, zero, g), b_shape)};
+  }
+  std::string name() const override { return "WhereBackward"; }
+  void release_saved() override { cond = Tensor(); }
+};
+
+}  // namespace
+
+Tensor equal(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::equal, "equal", a, b); }
+Tensor not_equal(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::not_equal, "not_equal", a, b); }
+Tensor less(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::less, "less", a, b); }
+Tensor less_equal(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::less_equal, "less_equal", a, b); }
+Tensor greater(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::greater, "greater", a, b); }
+Tensor greater_equal(const Tensor& a, const Tensor& b) {
+  return compare_op(cpu::CompareOp::greater_equal, "greater_equal", a, b);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  ops::check_defined("where", cond);
+  if (cond.dtype() != DType::bool_) {
+    throw DTypeError("where: the condition must be bool, got " + ops::describe(cond) +
+                     "; build it with a comparison such as greater(x, y)");
+  }
+  ops::check_same_dtype_device("where", a, b);
+  ops::check_floating("where", a);
+  ops::check_cpu("where", a);
+  broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor out = cpu::where(cond, a, b);
+  if (!autograd::needs_record({&a, &b})) return out;
+  auto node = std::make_shared<WhereBackward>();
+  node->cond = cond.detach();
+  node->a_shape = a.shape();
+  node->b_shape = b.shape();
+  return autograd::record(out, node, {a, b});
+}
+
+Tensor is_finite(const Tensor& x) {
+  ops::check_defined("is_finite", x);
+  ops::check_cpu("is_finite", x);
+  return cpu::is_finite(x);
+}
+
+bool all_finite(const Tensor& x) {
+  ops::check_defined("all_finite", x);
+  ops::check_cpu("all_finite", x);
+  return cpu::all_finite(x);
+}
+
+}  // namespace mixprec

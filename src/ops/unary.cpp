@@ -1,0 +1,72 @@
+// Elementwise unary ops: forward and fused backward kernels in cpu/unary.cpp.
+#include "autograd/node.h"
+#include "backend/cpu/unary.h"
+#include "mixprec/ops.h"
+#include "ops/checks.h"
+
+namespace mixprec {
+
+namespace {
+
+using cpu::UnaryOp;
+
+const char* op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: return "neg";
+    case UnaryOp::exp: return "exp";
+    case UnaryOp::log: return "log";
+    case UnaryOp::sqrt: return "sqrt";
+    case UnaryOp::rsqrt: return "rsqrt";
+    case UnaryOp::abs: return "abs";
+    case UnaryOp::relu: return "relu";
+    case UnaryOp::relu6: return "relu6";
+    case UnaryOp::sigmoid: return "sigmoid";
+    case UnaryOp::tanh: return "tanh";
+    case UnaryOp::gelu: return "gelu";
+    case UnaryOp::gelu_tanh: return "gelu(tanh)";
+    case UnaryOp::silu: return "silu";
+  }
+  return "unary";
+}
+
+struct UnaryBackward final : autograd::Node {
+  UnaryOp op;
+  Tensor x, y;
+  std::vector<Tensor> backward(const Tensor& g) override {
+    if (op == UnaryOp::neg) return {neg(g)};
+    return {cpu::unary_backward(op, g, x, y)};
+  }
+  std::string name() const override { return std::string(op_name(op)) + "Backward"; }
+  void release_saved() override { x = y = Tensor(); }
+};
+
+Tensor unary_op(UnaryOp op, const Tensor& x) {
+  const char* name = op_name(op);
+  ops::check_floating(name, x);
+  ops::check_cpu(name, x);
+  Tensor out = cpu::unary(op, x);
+  if (!autograd::needs_record({&x})) return out;
+  auto node = std::make_shared<UnaryBackward>();
+  node->op = op;
+  if (op != UnaryOp::neg) node->x = x.detach(), node->y = out.detach();
+  return autograd::record(out, node, {x});
+}
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return unary_op(UnaryOp::neg, x); }
+Tensor exp(const Tensor& x) { return unary_op(UnaryOp::exp, x); }
+Tensor log(const Tensor& x) { return unary_op(UnaryOp::log, x); }
+Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::rsqrt, x); }
+Tensor abs(const Tensor& x) { return unary_op(UnaryOp::abs, x); }
+Tensor relu(const Tensor& x) { return unary_op(UnaryOp::relu, x); }
+Tensor relu6(const Tensor& x) { return unary_op(UnaryOp::relu6, x); }
+Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::sigmoid, x); }
+Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::tanh, x); }
+Tensor gelu(const Tensor& x, GeluApproximation approximation) {
+  return unary_op(approximation == GeluApproximation::tanh ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
+}
+Tensor silu(const Tensor& x) { return unary_op(UnaryOp::silu, x); }
+
+}  // namespace mixprec
