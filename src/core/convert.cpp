@@ -24,6 +24,9 @@
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
 #define MIXPREC_CONVERT_X86 1
 #include <immintrin.h>
+#if defined(__clang__)
+#include <cpuid.h>
+#endif
 #else
 #define MIXPREC_CONVERT_X86 0
 #endif
@@ -36,7 +39,15 @@ bool cpu_has_f16c_avx2() {
   // is needed in case the first call happens during static initialisation of another unit.
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+#if defined(__clang__)
+    // Older clang does not know the "f16c" feature string: read CPUID.1:ECX bit 29 instead. The
+    // AVX2 check below covers the OS support for the YMM state F16C needs.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+    const bool f16c = __builtin_cpu_supports("f16c");
+#endif
+    return __builtin_cpu_supports("avx2") && f16c;
   }();
   return has;
 #else
