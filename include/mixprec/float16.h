@@ -19,7 +19,8 @@ inline std::uint16_t float_to_half_bits(float value) {
     return x > 0x7f800000u ? static_cast<std::uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu))
                            : static_cast<std::uint16_t>(sign | 0x7c00u);
   }
-  if (x >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (x >= 0x477ff000u)
+    return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
   if (x < 0x38800000u) {
     // Below the smallest normal half (2^-14): adding 0.5f aligns the value so the float adder's own
     // round-to-nearest-even rounds at the half subnormal ulp (2^-24). Needs no FTZ/DAZ.
