@@ -71,6 +71,13 @@ enum class Transpose { no, yes };
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a = Transpose::no,
               Transpose transpose_b = Transpose::no);
 
+// Accumulation dtype of a 16-bit matmul: float32 (the default; DESIGN §2.4 switch = 1) or the
+// compute dtype itself (switch = 0: every partial sum is rounded to float16/bfloat16, as 16-bit
+// tensor-core accumulation does; on the CPU this is a slow reference path).
+enum class Accumulation { float32, compute_dtype };
+Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a, Transpose transpose_b,
+              Accumulation accumulation);
+
 // ---- dtype and shape ----
 Tensor cast(const Tensor& x, DType dtype);
 Tensor reshape(const Tensor& x, const Shape& shape);
