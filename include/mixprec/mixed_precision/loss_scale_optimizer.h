@@ -1,0 +1,74 @@
+// Loss scaling (DESIGN §2.5), as keras.mixed_precision.LossScaleOptimizer. Under mixed_float16
+// small gradients underflow to zero in float16; multiplying the loss by a large scale before the
+// backward pass keeps them representable, and dividing the gradients by it afterwards restores
+// their values.
+//
+//   auto opt = mp::mixed_precision::LossScaleOptimizer(mp::optimizers::RMSprop());
+//   auto grads = opt.get_unscaled_gradients(tape.gradient(opt.get_scaled_loss(loss), vars));
+//   opt.apply_gradients(grads, vars);  // skips the step on Inf/NaN and adjusts the scale
+//
+// Each step:
+//  - non-finite gradients: the update is skipped (variables and inner slots unchanged; iterations
+//    still advance, as in Keras 2), scale = max(scale / 2, 1) when dynamic, counter = 0,
+//    skipped_steps += 1;
+//  - finite: the inner optimizer applies them (its clipping sees the unscaled gradients),
+//    counter += 1, and when counter reaches dynamic_growth_steps: scale *= 2 unless that would be
+//    Inf, counter = 0.
+// A fixed scale (dynamic = false) never changes, and also skips and counts non-finite steps (Keras
+// applies them; we refuse to write NaN into the weights).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "mixprec/optimizers/optimizer.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec::mixed_precision {
+
+struct LossScaleOptions {
+  bool dynamic = true;
+  // Default 2^15 = 32768 when dynamic; required when dynamic is false. Must be positive and finite.
+  std::optional<double> initial_scale;
+  // Default 2000; only meaningful (and only accepted) when dynamic.
+  std::optional<std::int64_t> dynamic_growth_steps;
+};
+
+class LossScaleOptimizer : public optimizers::Optimizer {
+ public:
+  // Throws ValueError when `inner` is undefined or itself a LossScaleOptimizer, or the options are
+  // invalid (see LossScaleOptions).
+  explicit LossScaleOptimizer(optimizers::Optimizer inner, LossScaleOptions options = {});
+
+  // loss * loss_scale(), in the loss's dtype; differentiable (use it as the tape's target).
+  Tensor get_scaled_loss(const Tensor& loss) const;
+  // Each gradient divided by loss_scale(), as a new float32 tensor, checked for Inf/NaN in the
+  // same pass (one fused kernel per gradient). Undefined gradients stay undefined. The finiteness
+  // of these gradients is remembered for the next apply_gradients given exactly these tensors;
+  // gradients from anywhere else are checked there.
+  std::vector<Tensor> get_unscaled_gradients(const std::vector<Tensor>& grads) const;
+
+  double loss_scale() const;
+  bool dynamic() const;
+  std::int64_t dynamic_growth_steps() const;
+  std::int64_t dynamic_counter() const;            // finite steps since the scale last changed
+  std::int64_t skipped_steps() const;              // non-finite steps skipped, in total
+  std::int64_t consecutive_skipped_steps() const;  // non-finite steps since the last applied one
+  bool last_step_skipped() const;
+  optimizers::Optimizer inner_optimizer() const;
+
+  // apply_gradients, iterations, learning_rate, get_state/set_state come from Optimizer; the
+  // state holds the scalars "loss_scale", "dynamic_counter", "skipped_steps",
+  // "consecutive_skipped_steps", "last_step_skipped" and the inner optimizer's state.
+
+ private:
+  friend std::optional<LossScaleOptimizer> as_loss_scale_optimizer(const optimizers::Optimizer&);
+  explicit LossScaleOptimizer(std::shared_ptr<optimizers::detail::OptimizerImpl> impl);
+};
+
+// The LossScaleOptimizer an Optimizer handle refers to (sharing its state), or nothing when it is
+// another kind of optimizer (Keras: isinstance(opt, LossScaleOptimizer)).
+std::optional<LossScaleOptimizer> as_loss_scale_optimizer(const optimizers::Optimizer& optimizer);
+
+}  // namespace mixprec::mixed_precision

@@ -1,0 +1,74 @@
+// Learning-rate schedules (keras.optimizers.schedules): functions of the optimizer's iteration
+// count, evaluated once per apply_gradients at the iteration count before that step (the first step
+// sees step 0, as in Keras). An optimizer's `learning_rate` option takes a number or any schedule:
+//   mp::optimizers::SGD({.learning_rate = mp::optimizers::schedules::ExponentialDecay{
+//       .initial_learning_rate = 0.1, .decay_steps = 1000, .decay_rate = 0.96}});
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+namespace mixprec::optimizers {
+
+namespace schedules {
+
+// lr(step) = learning_rate.
+struct ConstantSchedule {
+  double learning_rate = 0.001;
+  double operator()(std::int64_t step) const;
+};
+
+// lr(step) = initial_learning_rate * decay_rate ^ (step / decay_steps); with staircase the exponent
+// is floor(step / decay_steps). decay_steps must be positive, decay_rate positive.
+struct ExponentialDecay {
+  double initial_learning_rate = 0.0;
+  std::int64_t decay_steps = 0;
+  double decay_rate = 0.0;
+  bool staircase = false;
+  double operator()(std::int64_t step) const;
+};
+
+// Keras CosineDecay without warm-up: s = min(step, decay_steps);
+// lr(step) = initial_learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * s / decay_steps)) + alpha).
+// alpha is the final learning rate as a fraction of the initial one.
+struct CosineDecay {
+  double initial_learning_rate = 0.0;
+  std::int64_t decay_steps = 0;
+  double alpha = 0.0;
+  double operator()(std::int64_t step) const;
+};
+
+}  // namespace schedules
+
+// Anything callable as lr(step); the three schedules above and user lambdas qualify.
+template <typename S>
+concept LearningRateSchedule = requires(const S& schedule, std::int64_t step) {
+  { schedule(step) } -> std::convertible_to<double>;
+};
+
+// The value of an optimizer's learning_rate option: a constant or a schedule. Construction
+// evaluates the schedule at step 0, so an invalid schedule (decay_steps = 0, a negative or
+// non-finite rate) throws ValueError when the optimizer is made, not in the middle of training.
+class LearningRate {
+ public:
+  LearningRate(double value);  // NOLINT: implicit, so that {.learning_rate = 0.01} reads naturally
+  template <LearningRateSchedule S>
+  requires(!std::convertible_to<S, double> && !std::same_as<S, LearningRate>) LearningRate(
+      S schedule)  // NOLINT: implicit, so that {.learning_rate = ExponentialDecay{...}}
+      : schedule_(std::move(schedule)), constant_(false) {
+    (void)(*this)(0);
+  }
+
+  // The learning rate at `step` (the optimizer's iteration count); throws ValueError when the
+  // schedule returns a negative or non-finite value.
+  double operator()(std::int64_t step) const;
+  bool is_constant() const { return constant_; }
+
+ private:
+  std::function<double(std::int64_t)> schedule_;
+  bool constant_ = true;
+};
+
+}  // namespace mixprec::optimizers

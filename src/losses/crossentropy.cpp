@@ -1,0 +1,121 @@
+// Sparse categorical, categorical and binary crossentropy (Keras formulas; see mixprec/losses.h).
+// Each is a short composition of differentiable ops on a float32 (or float64) y_pred.
+#include <string>
+#include <vector>
+
+#include "losses/loss_helpers.h"
+#include "mixprec/creation.h"
+#include "mixprec/error.h"
+#include "mixprec/losses.h"
+#include "mixprec/ops.h"
+
+namespace mixprec::losses {
+
+namespace {
+
+using detail::FromLogits;
+
+FromLogits from(bool from_logits) { return from_logits ? FromLogits::yes : FromLogits::no; }
+
+std::string describe(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
+}
+
+// y_pred (..., C) -> C, checking that there is a non-empty class axis.
+std::int64_t class_count(const char* loss, const Tensor& pred) {
+  if (pred.rank() < 1 || pred.shape()[pred.rank() - 1] < 1) {
+    throw ShapeError(std::string(loss) +
+                     ": y_pred must have a class axis last, (batch, classes), " + "got shape " +
+                     pred.shape().to_string());
+  }
+  return pred.shape()[pred.rank() - 1];
+}
+
+// Sparse labels: integer class indices of shape y_pred.shape[:-1] (or with a trailing 1), each in
+// [0, classes). Returns them reshaped to y_pred.shape[:-1].
+Tensor checked_labels(const char* loss, const Tensor& labels, const Tensor& pred,
+                      std::int64_t classes) {
+  if (!labels.defined()) throw ValueError(std::string(loss) + ": y_true is an undefined tensor");
+  const DType d = labels.dtype();
+  if (d != DType::int32 && d != DType::int64 && d != DType::uint8) {
+    throw DTypeError(std::string(loss) + ": y_true must hold integer class indices (int32, int64 " +
+                     "or uint8), got " + describe(labels) +
+                     "; cast with .to(mixprec::kInt64), or use CategoricalCrossentropy for " +
+                     "one-hot targets");
+  }
+  const std::vector<std::int64_t> dims(pred.shape().begin(), pred.shape().end() - 1);
+  const Shape batch_shape(dims);
+  std::vector<std::int64_t> with_one = dims;
+  with_one.push_back(1);
+  if (labels.shape() != batch_shape && labels.shape() != Shape(with_one)) {
+    throw ShapeError(std::string(loss) + ": y_true has shape " + labels.shape().to_string() +
+                     " but y_pred has shape " + pred.shape().to_string() + "; expected labels of " +
+                     "shape " + batch_shape.to_string() + " or " + Shape(with_one).to_string());
+  }
+  const std::vector<std::int64_t> values = labels.to_vector<std::int64_t>();
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < 0 || values[i] >= classes) {
+      throw ValueError(std::string(loss) + ": label " + std::to_string(values[i]) +
+                       " (at flat position " + std::to_string(i) + ") is out of range for " +
+                       std::to_string(classes) + " classes (valid: 0 to " +
+                       std::to_string(classes - 1) + ")");
+    }
+  }
+  return reshape(labels, batch_shape);
+}
+
+}  // namespace
+
+SparseCategoricalCrossentropy::SparseCategoricalCrossentropy(
+    SparseCategoricalCrossentropyOptions options)
+    : Loss("sparse_categorical_crossentropy",
+           [logits = from(options.from_logits)](const Tensor& y_true, const Tensor& y_pred) {
+             constexpr const char* kLoss = "SparseCategoricalCrossentropy";
+             const Tensor pred = detail::prediction(kLoss, y_pred);  // (..., C)
+             const std::int64_t classes = class_count(kLoss, pred);
+             const Tensor labels = checked_labels(kLoss, y_true, pred, classes);  // (...)
+             const Tensor log_p = detail::log_probabilities(pred, logits);
+             // -log p[label] per sample, picked out by a one-hot mask.
+             const Tensor picked = sum(one_hot(labels, classes, pred.dtype()) * log_p, {-1});
+             return neg(mean(picked));
+           }) {}
+
+CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions options)
+    : Loss("categorical_crossentropy",
+           [logits = from(options.from_logits)](const Tensor& y_true, const Tensor& y_pred) {
+             constexpr const char* kLoss = "CategoricalCrossentropy";
+             const Tensor pred = detail::prediction(kLoss, y_pred);  // (..., C)
+             class_count(kLoss, pred);
+             const Tensor target = detail::target_like(kLoss, y_true, pred);
+             const Tensor log_p = detail::log_probabilities(pred, logits);
+             return neg(mean(sum(target * log_p, {-1})));
+           }) {}
+
+BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions options)
+    : Loss("binary_crossentropy",
+           [logits = from(options.from_logits)](const Tensor& y_true, const Tensor& y_pred) {
+             constexpr const char* kLoss = "BinaryCrossentropy";
+             const Tensor pred = detail::prediction(kLoss, y_pred);
+             const Tensor t = detail::target_like(kLoss, y_true, pred);
+             Tensor log_p, log_not_p;  // log p and log(1 - p), elementwise
+             if (logits == FromLogits::yes) {
+               // log sigmoid(x) and log sigmoid(-x) as the log_softmax of the pair (0, x):
+               // softmax(0, x) = (sigmoid(-x), sigmoid(x)). Stable for any finite x, and smooth
+               // at x = 0 (a max(x, 0) - x t + log(1 + exp(-|x|)) form has kinks whose
+               // subgradients are wrong there).
+               std::vector<std::int64_t> dims(pred.shape().begin(), pred.shape().end());
+               dims.push_back(1);
+               const Tensor x = reshape(pred, Shape(dims));         // (..., 1)
+               const Tensor pair = concat({zeros_like(x), x}, -1);  // (..., 2)
+               const Tensor log_pair = log_softmax(pair, -1);
+               log_not_p = reshape(slice(log_pair, -1, 0, 1), pred.shape());
+               log_p = reshape(slice(log_pair, -1, 1, 2), pred.shape());
+             } else {
+               const Tensor p = detail::clip_probabilities(pred);
+               log_p = log(p);
+               log_not_p = log(1.0 - p);
+             }
+             return neg(mean(t * log_p + (1.0 - t) * log_not_p));
+           }) {}
+
+}  // namespace mixprec::losses

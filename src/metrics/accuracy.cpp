@@ -1,0 +1,159 @@
+// Accuracy, SparseCategoricalAccuracy, CategoricalAccuracy and BinaryAccuracy: each batch adds
+// (matches, comparisons) to the running ratio. Comparisons run on host copies in double (and
+// argmax on the stored values), so 16-bit predictions need no cast.
+#include <string>
+#include <vector>
+
+#include "metrics/metric_impl.h"
+#include "mixprec/error.h"
+#include "mixprec/metrics.h"
+#include "mixprec/ops.h"
+
+namespace mixprec::metrics {
+
+namespace {
+
+std::string describe(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
+}
+
+void check_defined(const std::string& metric, const Tensor& y_true, const Tensor& y_pred) {
+  if (!y_true.defined() || !y_pred.defined()) {
+    throw ValueError(metric + ": y_true and y_pred must both be defined tensors");
+  }
+}
+
+void check_floating_pred(const std::string& metric, const Tensor& y_pred) {
+  if (!is_floating(y_pred.dtype())) {
+    throw DTypeError(metric + ": y_pred must be floating point, got " + describe(y_pred));
+  }
+}
+
+Shape without_last(const Shape& s) {
+  return Shape(std::vector<std::int64_t>(s.begin(), s.end() - (s.rank() > 0 ? 1 : 0)));
+}
+
+// Equal shapes, or one trailing extent-1 axis more or less (Keras's squeeze-or-expand).
+void check_matching(const std::string& metric, const Tensor& y_true, const Tensor& y_pred) {
+  const Shape& a = y_true.shape();
+  const Shape& b = y_pred.shape();
+  const bool ok = a == b ||
+                  (a.rank() == b.rank() + 1 && a[a.rank() - 1] == 1 && without_last(a) == b) ||
+                  (b.rank() == a.rank() + 1 && b[b.rank() - 1] == 1 && without_last(b) == a);
+  if (!ok) {
+    throw ShapeError(metric + ": y_true has shape " + a.to_string() + " but y_pred has shape " +
+                     b.to_string() + "; they must match (up to one trailing axis of extent 1)");
+  }
+}
+
+// (..., C) predictions: the class axis must exist and be non-empty.
+void check_class_axis(const std::string& metric, const Tensor& y_pred) {
+  if (y_pred.rank() < 1 || y_pred.shape()[y_pred.rank() - 1] < 1) {
+    throw ShapeError(metric + ": y_pred must have a class axis last, (batch, classes), got " +
+                     y_pred.shape().to_string());
+  }
+}
+
+class AccuracyImpl final : public detail::MetricImpl {
+ public:
+  using MetricImpl::MetricImpl;
+  void update(const Tensor& y_true, const Tensor& y_pred) override {
+    check_defined(name(), y_true, y_pred);
+    check_matching(name(), y_true, y_pred);
+    const std::vector<double> t = y_true.to_vector<double>();
+    const std::vector<double> p = y_pred.to_vector<double>();
+    double matches = 0.0;
+    for (std::size_t i = 0; i < t.size(); ++i) matches += t[i] == p[i] ? 1.0 : 0.0;
+    add(matches, static_cast<double>(t.size()));
+  }
+};
+
+class SparseCategoricalAccuracyImpl final : public detail::MetricImpl {
+ public:
+  using MetricImpl::MetricImpl;
+  void update(const Tensor& y_true, const Tensor& y_pred) override {
+    check_defined(name(), y_true, y_pred);
+    check_floating_pred(name(), y_pred);
+    check_class_axis(name(), y_pred);
+    const Shape batch = without_last(y_pred.shape());
+    std::vector<std::int64_t> with_one(batch.begin(), batch.end());
+    with_one.push_back(1);
+    if (y_true.shape() != batch && y_true.shape() != Shape(with_one)) {
+      throw ShapeError(name() + ": y_true has shape " + y_true.shape().to_string() +
+                       " but y_pred has shape " + y_pred.shape().to_string() +
+                       "; expected labels of shape " + batch.to_string() + " or " +
+                       Shape(with_one).to_string());
+    }
+    const std::vector<double> labels = y_true.to_vector<double>();
+    const std::vector<std::int64_t> predicted = argmax(y_pred, -1).to_vector<std::int64_t>();
+    double matches = 0.0;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      matches += labels[i] == static_cast<double>(predicted[i]) ? 1.0 : 0.0;
+    }
+    add(matches, static_cast<double>(labels.size()));
+  }
+};
+
+class CategoricalAccuracyImpl final : public detail::MetricImpl {
+ public:
+  using MetricImpl::MetricImpl;
+  void update(const Tensor& y_true, const Tensor& y_pred) override {
+    check_defined(name(), y_true, y_pred);
+    check_floating_pred(name(), y_pred);
+    check_class_axis(name(), y_pred);
+    if (y_true.shape() != y_pred.shape()) {
+      throw ShapeError(name() + ": y_true has shape " + y_true.shape().to_string() +
+                       " but y_pred has shape " + y_pred.shape().to_string() +
+                       "; one-hot targets must have the predictions' shape");
+    }
+    const std::vector<std::int64_t> a = argmax(y_true, -1).to_vector<std::int64_t>();
+    const std::vector<std::int64_t> b = argmax(y_pred, -1).to_vector<std::int64_t>();
+    double matches = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) matches += a[i] == b[i] ? 1.0 : 0.0;
+    add(matches, static_cast<double>(a.size()));
+  }
+};
+
+class BinaryAccuracyImpl final : public detail::MetricImpl {
+ public:
+  BinaryAccuracyImpl(std::string name, double threshold)
+      : MetricImpl(std::move(name)), threshold_(threshold) {}
+  void update(const Tensor& y_true, const Tensor& y_pred) override {
+    check_defined(name(), y_true, y_pred);
+    check_floating_pred(name(), y_pred);
+    check_matching(name(), y_true, y_pred);
+    const std::vector<double> t = y_true.to_vector<double>();
+    const std::vector<double> p = y_pred.to_vector<double>();
+    double matches = 0.0;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      matches += (p[i] > threshold_ ? 1.0 : 0.0) == t[i] ? 1.0 : 0.0;
+    }
+    add(matches, static_cast<double>(t.size()));
+  }
+
+ private:
+  double threshold_;
+};
+
+std::string or_default(const std::string& name, const char* fallback) {
+  return name.empty() ? fallback : name;
+}
+
+}  // namespace
+
+Accuracy::Accuracy(MetricOptions options)
+    : Metric(std::make_shared<AccuracyImpl>(or_default(options.name, "accuracy"))) {}
+
+SparseCategoricalAccuracy::SparseCategoricalAccuracy(MetricOptions options)
+    : Metric(std::make_shared<SparseCategoricalAccuracyImpl>(
+          or_default(options.name, "sparse_categorical_accuracy"))) {}
+
+CategoricalAccuracy::CategoricalAccuracy(MetricOptions options)
+    : Metric(std::make_shared<CategoricalAccuracyImpl>(
+          or_default(options.name, "categorical_accuracy"))) {}
+
+BinaryAccuracy::BinaryAccuracy(BinaryAccuracyOptions options)
+    : Metric(std::make_shared<BinaryAccuracyImpl>(or_default(options.name, "binary_accuracy"),
+                                                  options.threshold)) {}
+
+}  // namespace mixprec::metrics

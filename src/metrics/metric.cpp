@@ -1,0 +1,100 @@
+// The Metric handle, Mean and metrics::get.
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "metrics/metric_impl.h"
+#include "mixprec/autograd.h"
+#include "mixprec/creation.h"
+#include "mixprec/error.h"
+#include "mixprec/metrics.h"
+
+namespace mixprec::metrics {
+
+namespace detail {
+
+void MetricImpl::update(const Tensor&, const Tensor&) {
+  throw ValueError("metric '" + name_ +
+                   "' takes a batch of values, update_state(values), not (y_true, y_pred)");
+}
+
+void MetricImpl::update_values(const Tensor&) {
+  throw ValueError("metric '" + name_ + "' takes update_state(y_true, y_pred), not one tensor");
+}
+
+namespace {
+
+class MeanImpl final : public MetricImpl {
+ public:
+  using MetricImpl::MetricImpl;
+  void update_values(const Tensor& values) override {
+    if (!values.defined()) throw ValueError("Mean '" + name() + "': got an undefined tensor");
+    if (values.dtype() == DType::bool_) {
+      throw DTypeError("Mean '" + name() + "': expects numeric values, got bool " +
+                       values.shape().to_string() + "; cast with .to(mixprec::kFloat32)");
+    }
+    const std::vector<double> v = values.to_vector<double>();
+    double total = 0.0;
+    for (double x : v) total += x;
+    add(total, static_cast<double>(v.size()));
+  }
+};
+
+}  // namespace
+}  // namespace detail
+
+Metric::Metric(std::shared_ptr<detail::MetricImpl> impl) : impl_(std::move(impl)) {}
+
+detail::MetricImpl& Metric::checked_impl() const {
+  if (!impl_) {
+    throw ValueError(
+        "use of an undefined Metric (default-constructed); create one, e.g. "
+        "mixprec::metrics::SparseCategoricalAccuracy() or mixprec::metrics::get(\"accuracy\", "
+        "loss_name)");
+  }
+  return *impl_;
+}
+
+void Metric::update_state(const Tensor& y_true, const Tensor& y_pred) {
+  NoGradScope no_grad;
+  checked_impl().update(y_true, y_pred);
+}
+void Metric::update_state(const Tensor& values) {
+  NoGradScope no_grad;
+  checked_impl().update_values(values);
+}
+void Metric::update_state(double value) { update_state(scalar(value, {.dtype = DType::float64})); }
+double Metric::result() const { return checked_impl().result(); }
+void Metric::reset_state() { checked_impl().reset(); }
+const std::string& Metric::name() const { return checked_impl().name(); }
+
+Mean::Mean(MetricOptions options)
+    : Metric(std::make_shared<detail::MeanImpl>(options.name.empty() ? "mean" : options.name)) {}
+
+Metric get(std::string_view name, std::string_view loss_name) {
+  const auto lower = [](std::string_view s) {
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return out;
+  };
+  const std::string key = lower(name);
+  if (key == "accuracy" || key == "acc") {
+    // Keras compile() resolves "accuracy" by the loss; the metric keeps the requested name.
+    const std::string loss = lower(loss_name);
+    MetricOptions options{.name = key};
+    if (loss == "sparse_categorical_crossentropy") return SparseCategoricalAccuracy(options);
+    if (loss == "categorical_crossentropy") return CategoricalAccuracy(options);
+    if (loss == "binary_crossentropy") return BinaryAccuracy({.name = key});
+    return Accuracy(options);
+  }
+  if (key == "sparse_categorical_accuracy") return SparseCategoricalAccuracy();
+  if (key == "categorical_accuracy") return CategoricalAccuracy();
+  if (key == "binary_accuracy") return BinaryAccuracy();
+  throw ValueError("metrics::get: unknown metric '" + std::string(name) +
+                   "'; valid names: accuracy (or acc), sparse_categorical_accuracy, "
+                   "categorical_accuracy, binary_accuracy");
+}
+
+}  // namespace mixprec::metrics

@@ -1,0 +1,70 @@
+// Adam and AdamW: the formulas are in mixprec/optimizers/adam.h, the loop in cpu::adam_update.
+#include "mixprec/optimizers/adam.h"
+
+#include <cmath>
+
+#include "optimizers/optimizer_impl.h"
+
+namespace mixprec::optimizers {
+
+namespace {
+
+struct AdamConfig {
+  double beta_1, beta_2, epsilon;
+  double weight_decay;  // 0 for Adam
+};
+
+class AdamImpl final : public detail::SlotOptimizer {
+ public:
+  AdamImpl(const char* display_name, std::string name, LearningRate learning_rate,
+           detail::ClipOptions clip, AdamConfig config)
+      : SlotOptimizer(display_name, std::move(learning_rate), clip),
+        name_(std::move(name)),
+        config_(config) {
+    using detail::UpperBound;
+    detail::check_range(display_name, "beta_1", config.beta_1, 0.0, 1.0, UpperBound::exclusive);
+    detail::check_range(display_name, "beta_2", config.beta_2, 0.0, 1.0, UpperBound::exclusive);
+    detail::check_range(display_name, "epsilon", config.epsilon, 0.0, HUGE_VAL);
+    detail::check_range(display_name, "weight_decay", config.weight_decay, 0.0, HUGE_VAL);
+  }
+  std::string name() const override { return name_; }
+
+ protected:
+  std::vector<std::string> slot_names() const override { return {"momentum", "velocity"}; }
+  void begin_step(double learning_rate, std::int64_t iteration) override {
+    // Bias corrections folded into one step size, in double: beta^t for large t underflows
+    // gracefully to 0 and the correction tends to 1.
+    const double t = static_cast<double>(iteration + 1);
+    const double alpha = learning_rate * std::sqrt(1.0 - std::pow(config_.beta_2, t)) /
+                         (1.0 - std::pow(config_.beta_1, t));
+    step_ = {.alpha = static_cast<float>(alpha),
+             .one_minus_beta_1 = static_cast<float>(1.0 - config_.beta_1),
+             .one_minus_beta_2 = static_cast<float>(1.0 - config_.beta_2),
+             .epsilon = static_cast<float>(config_.epsilon),
+             .decay = static_cast<float>(config_.weight_decay * learning_rate)};
+  }
+  void update(const detail::UpdateArgs& a) override {
+    cpu::adam_update(a.variable, a.gradient, a.slots[0], a.slots[1], a.numel, a.transform, step_);
+  }
+
+ private:
+  std::string name_;
+  AdamConfig config_;
+  cpu::AdamStep step_;
+};
+
+}  // namespace
+
+Adam::Adam(AdamOptions o)
+    : Optimizer(std::make_shared<AdamImpl>(
+          "Adam", "adam", o.learning_rate,
+          detail::ClipOptions{o.clipnorm, o.clipvalue, o.global_clipnorm},
+          AdamConfig{o.beta_1, o.beta_2, o.epsilon, 0.0})) {}
+
+AdamW::AdamW(AdamWOptions o)
+    : Optimizer(std::make_shared<AdamImpl>(
+          "AdamW", "adamw", o.learning_rate,
+          detail::ClipOptions{o.clipnorm, o.clipvalue, o.global_clipnorm},
+          AdamConfig{o.beta_1, o.beta_2, o.epsilon, o.weight_decay})) {}
+
+}  // namespace mixprec::optimizers

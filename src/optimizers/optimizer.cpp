@@ -1,0 +1,369 @@
+// The Optimizer handle and SlotOptimizer, the machinery shared by SGD, Adam, AdamW and RMSprop.
+#include "mixprec/optimizers/optimizer.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <unordered_set>
+
+#include "core/tensor_impl.h"
+#include "mixprec/autograd.h"
+#include "mixprec/creation.h"
+#include "mixprec/error.h"
+#include "mixprec/optimizers.h"
+#include "optimizers/optimizer_impl.h"
+
+namespace mixprec::optimizers {
+
+namespace {
+
+std::string describe(const Tensor& t) {
+  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
+}
+
+// A float32 copy with its own storage (exported and imported state must not alias live slots).
+Tensor clone_float32(const Tensor& t) {
+  const Tensor src = t.detach().to(DType::float32).contiguous();
+  Tensor out = empty(t.shape());
+  std::memcpy(out.data_ptr(), src.data_ptr(), out.nbytes());
+  return out;
+}
+
+std::string slot_key(const std::string& slot, std::size_t variable_index) {
+  return slot + "/" + std::to_string(variable_index);
+}
+
+}  // namespace
+
+// ---- the handle ----
+
+Optimizer::Optimizer(std::shared_ptr<detail::OptimizerImpl> impl) : impl_(std::move(impl)) {}
+
+detail::OptimizerImpl& Optimizer::checked_impl() const {
+  if (!impl_) {
+    throw ValueError(
+        "use of an undefined Optimizer (default-constructed); create one, e.g. "
+        "mixprec::optimizers::RMSprop() or mixprec::optimizers::get(\"adam\")");
+  }
+  return *impl_;
+}
+
+std::string Optimizer::name() const { return checked_impl().name(); }
+void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
+                                const std::vector<Tensor>& variables) {
+  checked_impl().apply_gradients(grads, variables);
+}
+void Optimizer::build(const std::vector<Tensor>& variables) { checked_impl().build(variables); }
+std::int64_t Optimizer::iterations() const { return checked_impl().iterations(); }
+double Optimizer::learning_rate() const { return checked_impl().learning_rate(); }
+void Optimizer::set_learning_rate(const LearningRate& learning_rate) {
+  checked_impl().set_learning_rate(learning_rate);
+}
+OptimizerState Optimizer::get_state() const { return checked_impl().get_state(); }
+void Optimizer::set_state(const OptimizerState& state) { checked_impl().set_state(state); }
+
+Optimizer get(std::string_view name) {
+  std::string key(name);
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (key == "sgd") return SGD();
+  if (key == "adam") return Adam();
+  if (key == "adamw") return AdamW();
+  if (key == "rmsprop") return RMSprop();
+  throw ValueError("optimizers::get: unknown optimizer '" + std::string(name) +
+                   "'; valid names: sgd, adam, adamw, rmsprop");
+}
+
+namespace detail {
+
+void check_range(const char* optimizer, const char* option, double value, double low, double high,
+                 UpperBound upper) {
+  const bool ok = std::isfinite(value) && value >= low &&
+                  (upper == UpperBound::inclusive ? value <= high : value < high);
+  if (!ok) {
+    throw ValueError(std::string(optimizer) + ": " + option + " must be in [" +
+                     std::to_string(low) + ", " + std::to_string(high) +
+                     (upper == UpperBound::inclusive ? "]" : ")") + ", got " +
+                     std::to_string(value));
+  }
+}
+
+// ---- SlotOptimizer ----
+
+SlotOptimizer::SlotOptimizer(const char* display_name, LearningRate learning_rate, ClipOptions clip)
+    : display_name_(display_name), learning_rate_(std::move(learning_rate)), clip_(clip) {
+  const int count = static_cast<int>(clip.clipnorm.has_value()) +
+                    static_cast<int>(clip.clipvalue.has_value()) +
+                    static_cast<int>(clip.global_clipnorm.has_value());
+  if (count > 1) {
+    throw ValueError(std::string(display_name) +
+                     ": only one of clipnorm, clipvalue and global_clipnorm can be set (as in "
+                     "Keras); keep the one you mean");
+  }
+  for (const auto& [option, value] :
+       {std::pair{"clipnorm", clip.clipnorm}, std::pair{"clipvalue", clip.clipvalue},
+        std::pair{"global_clipnorm", clip.global_clipnorm}}) {
+    if (value && !(std::isfinite(*value) && *value > 0.0)) {
+      throw ValueError(std::string(display_name) + ": " + option +
+                       " must be positive and finite, got " + std::to_string(*value) +
+                       "; leave it unset for no clipping");
+    }
+  }
+}
+
+void SlotOptimizer::check_variables(const std::vector<Tensor>& variables) const {
+  std::unordered_set<const TensorImpl*> seen;
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    const Tensor& v = variables[i];
+    const std::string which = std::string(display_name_) + ": variable " + std::to_string(i);
+    if (!v.defined()) throw ValueError(which + " is an undefined tensor");
+    if (v.dtype() != DType::float32) {
+      throw DTypeError(which + " is " + describe(v) +
+                       "; optimizers update float32 master variables (a mixed policy stores "
+                       "variables in float32 and computes in 16 bits)");
+    }
+    if (!v.device().is_cpu()) {
+      throw DeviceError(which + " is on " + v.device().to_string() +
+                        "; this build updates CPU variables only");
+    }
+    if (!v.is_leaf()) {
+      throw ValueError(which + " (" + describe(v) +
+                       ") is the output of a recorded op, not a leaf variable; pass the "
+                       "variables themselves (model.trainable_variables())");
+    }
+    if (!v.is_contiguous()) {
+      throw ValueError(which + " (" + describe(v) +
+                       ") is a strided view; optimizers update contiguous variables in place");
+    }
+    if (!seen.insert(v.impl()).second) {
+      throw ValueError(which + " appears more than once in the variable list");
+    }
+  }
+}
+
+void SlotOptimizer::check_arguments(const std::vector<Tensor>& grads,
+                                    const std::vector<Tensor>& variables) const {
+  if (grads.size() != variables.size()) {
+    throw ValueError(std::string(display_name_) + ": apply_gradients got " +
+                     std::to_string(grads.size()) + " gradients for " +
+                     std::to_string(variables.size()) +
+                     " variables; pass one gradient (or an undefined Tensor) per variable, in the "
+                     "same order");
+  }
+  check_variables(variables);
+  bool any = false;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined()) continue;
+    any = true;
+    const std::string which = std::string(display_name_) + ": gradient " + std::to_string(i);
+    if (!is_floating(g.dtype())) {
+      throw DTypeError(which + " is " + describe(g) +
+                       "; gradients must be floating point (float32, float16, bfloat16, float64)");
+    }
+    if (g.shape() != variables[i].shape()) {
+      throw ShapeError(which + " has shape " + g.shape().to_string() + " but variable " +
+                       std::to_string(i) + " has shape " + variables[i].shape().to_string() +
+                       "; gradients and variables must be given in the same order");
+    }
+    if (!g.device().is_cpu()) {
+      throw DeviceError(which + " is on " + g.device().to_string() +
+                        "; this build updates CPU variables only");
+    }
+  }
+  if (!variables.empty() && !any) {
+    throw ValueError(std::string(display_name_) +
+                     ": no gradient was provided for any variable (all are undefined); does the "
+                     "loss depend on the variables?");
+  }
+}
+
+std::size_t SlotOptimizer::entry_for(const Tensor& variable) {
+  const TensorImpl* key = variable.impl();
+  if (auto it = index_.find(key); it != index_.end()) {
+    if (entries_[it->second].variable.lock() == variable.impl_ptr()) return it->second;
+    index_.erase(it);  // a dead variable's address, reused by a new tensor
+  }
+  const std::size_t index = bound_;
+  if (index < entries_.size()) {
+    // A restored entry waiting for its variable: variables bind in the order they are seen.
+    if (entries_[index].shape != variable.shape()) {
+      throw ShapeError(std::string(display_name_) + ": the restored state of variable " +
+                       std::to_string(index) + " has shape " + entries_[index].shape.to_string() +
+                       " but the variable bound to it has shape " + variable.shape().to_string() +
+                       "; pass the variables in the order they had when the state was saved");
+    }
+  } else {
+    Entry entry;
+    entry.shape = variable.shape();
+    for (std::size_t k = 0; k < slot_names().size(); ++k) entry.slots.push_back(zeros(entry.shape));
+    entries_.push_back(std::move(entry));
+  }
+  entries_[index].variable = variable.impl_ptr();
+  ++bound_;
+  index_[key] = index;
+  return index;
+}
+
+std::vector<std::size_t> SlotOptimizer::entries_for(const std::vector<Tensor>& variables) {
+  std::vector<std::size_t> indices;
+  indices.reserve(variables.size());
+  for (const Tensor& v : variables) indices.push_back(entry_for(v));
+  return indices;
+}
+
+void SlotOptimizer::build(const std::vector<Tensor>& variables) {
+  check_variables(variables);
+  entries_for(variables);
+}
+
+void SlotOptimizer::skip_step(const std::vector<Tensor>& grads,
+                              const std::vector<Tensor>& variables) {
+  check_arguments(grads, variables);
+  entries_for(variables);
+  ++iterations_;
+}
+
+void SlotOptimizer::apply_gradients(const std::vector<Tensor>& grads,
+                                    const std::vector<Tensor>& variables) {
+  check_arguments(grads, variables);
+  NoGradScope no_grad;
+  const std::vector<std::size_t> indices = entries_for(variables);
+  const std::size_t count = variables.size();
+
+  // The gradients as contiguous float32 (16-bit and float64 ones converted once).
+  std::vector<Tensor> g32(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!grads[i].defined()) continue;
+    g32[i] = grads[i].detach().to(DType::float32).contiguous();
+  }
+
+  // Clipping becomes a per-variable transform applied inside the fused update, so the gradients
+  // are read once more at most (for their norms) and never rewritten. Keras's
+  // g * c / max(norm, c) is g * min(1, c / norm).
+  std::vector<cpu::GradientTransform> transforms(count);
+  if (clip_.clipvalue) {
+    for (auto& t : transforms) t.limit = static_cast<float>(*clip_.clipvalue);
+  } else if (clip_.clipnorm) {
+    const double c = *clip_.clipnorm;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!g32[i].defined()) continue;
+      const double norm = std::sqrt(cpu::sum_of_squares(g32[i].data<float>(), g32[i].numel()));
+      transforms[i].scale = static_cast<float>(c / std::max(norm, c));
+    }
+  } else if (clip_.global_clipnorm) {
+    const double c = *clip_.global_clipnorm;
+    double total = 0.0;
+    for (const Tensor& g : g32) {
+      if (g.defined()) total += cpu::sum_of_squares(g.data<float>(), g.numel());
+    }
+    const float scale = static_cast<float>(c / std::max(std::sqrt(total), c));
+    for (auto& t : transforms) t.scale = scale;
+  }
+
+  begin_step(learning_rate_(iterations_), iterations_);
+  std::vector<float*> slot_pointers;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!g32[i].defined()) continue;
+    Entry& entry = entries_[indices[i]];
+    slot_pointers.clear();
+    for (Tensor& s : entry.slots) slot_pointers.push_back(s.data<float>());
+    Tensor variable = variables[i];
+    update({.variable = variable.data<float>(),
+            .gradient = g32[i].data<float>(),
+            .numel = variable.numel(),
+            .transform = transforms[i],
+            .slots = slot_pointers});
+  }
+  ++iterations_;
+}
+
+OptimizerState SlotOptimizer::get_state() const {
+  OptimizerState state;
+  state.name = name();
+  state.iterations = iterations_;
+  const std::vector<std::string> names = slot_names();
+  for (std::size_t v = 0; v < entries_.size(); ++v) {
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      state.slots.push_back({slot_key(names[k], v), clone_float32(entries_[v].slots[k])});
+    }
+  }
+  return state;
+}
+
+void SlotOptimizer::set_state(const OptimizerState& state) {
+  const std::string who = std::string(display_name_) + ": set_state";
+  if (state.name != name()) {
+    throw ValueError(who + ": the state was exported by a '" + state.name +
+                     "' optimizer, this one is '" + name() +
+                     "'; restore into an optimizer of the same kind");
+  }
+  if (state.iterations < 0) {
+    throw ValueError(who + ": iterations must be non-negative, got " +
+                     std::to_string(state.iterations));
+  }
+  if (!state.scalars.empty() || !state.inner.empty()) {
+    throw ValueError(who + ": the state has scalars or an inner state, which a '" + name() +
+                     "' optimizer does not have");
+  }
+  const std::vector<std::string> names = slot_names();
+  const std::size_t per_variable = names.size();
+  if (per_variable == 0 ? !state.slots.empty() : state.slots.size() % per_variable != 0) {
+    throw ValueError(who + ": got " + std::to_string(state.slots.size()) + " slots, expected " +
+                     std::to_string(per_variable) + " per variable");
+  }
+  const std::size_t variables = per_variable == 0 ? 0 : state.slots.size() / per_variable;
+
+  // Validate everything before changing anything.
+  for (std::size_t v = 0; v < variables; ++v) {
+    const Tensor& first = state.slots[v * per_variable].value;
+    for (std::size_t k = 0; k < per_variable; ++k) {
+      const NamedTensor& slot = state.slots[v * per_variable + k];
+      const std::string expected = slot_key(names[k], v);
+      if (slot.name != expected) {
+        throw ValueError(who + ": slot " + std::to_string(v * per_variable + k) + " is named '" +
+                         slot.name + "', expected '" + expected + "'");
+      }
+      if (!slot.value.defined() || slot.value.dtype() != DType::float32) {
+        throw DTypeError(who + ": slot '" + slot.name + "' must be a float32 tensor, got " +
+                         (slot.value.defined() ? describe(slot.value) : "an undefined tensor"));
+      }
+      if (slot.value.shape() != first.shape()) {
+        throw ShapeError(who + ": slot '" + slot.name + "' has shape " +
+                         slot.value.shape().to_string() + " but slot '" +
+                         state.slots[v * per_variable].name + "' has shape " +
+                         first.shape().to_string());
+      }
+    }
+    if (v < entries_.size() && entries_[v].shape != first.shape()) {
+      throw ShapeError(who + ": the state of variable " + std::to_string(v) + " has shape " +
+                       first.shape().to_string() + " but that variable has shape " +
+                       entries_[v].shape.to_string());
+    }
+  }
+
+  // Entries past the state's variables are dropped (as if never seen); the others keep their
+  // binding and take the restored values.
+  if (entries_.size() > variables) {
+    entries_.resize(variables);
+    std::erase_if(index_, [&](const auto& item) { return item.second >= variables; });
+    bound_ = std::min(bound_, variables);
+  }
+  for (std::size_t v = 0; v < variables; ++v) {
+    if (v == entries_.size()) {
+      entries_.push_back(Entry{});
+      entries_.back().shape = state.slots[v * per_variable].value.shape();
+    }
+    entries_[v].slots.clear();
+    for (std::size_t k = 0; k < per_variable; ++k) {
+      entries_[v].slots.push_back(clone_float32(state.slots[v * per_variable + k].value));
+    }
+  }
+  iterations_ = state.iterations;
+}
+
+}  // namespace detail
+
+}  // namespace mixprec::optimizers

@@ -1,0 +1,58 @@
+// RMSprop (Keras 3 form, epsilon inside the square root): the formulas are in
+// mixprec/optimizers/rmsprop.h, the loop in cpu::rmsprop_update.
+#include "mixprec/optimizers/rmsprop.h"
+
+#include <cmath>
+
+#include "optimizers/optimizer_impl.h"
+
+namespace mixprec::optimizers {
+
+namespace {
+
+class RMSpropImpl final : public detail::SlotOptimizer {
+ public:
+  explicit RMSpropImpl(const RMSpropOptions& o)
+      : SlotOptimizer("RMSprop", o.learning_rate, {o.clipnorm, o.clipvalue, o.global_clipnorm}),
+        rho_(o.rho),
+        momentum_(o.momentum),
+        epsilon_(o.epsilon),
+        centered_(o.centered) {
+    detail::check_range("RMSprop", "rho", o.rho, 0.0, 1.0);
+    detail::check_range("RMSprop", "momentum", o.momentum, 0.0, HUGE_VAL);
+    detail::check_range("RMSprop", "epsilon", o.epsilon, 0.0, HUGE_VAL);
+  }
+  std::string name() const override { return "rmsprop"; }
+
+ protected:
+  std::vector<std::string> slot_names() const override {
+    std::vector<std::string> names = {"velocity"};
+    if (momentum_ > 0.0) names.emplace_back("momentum");
+    if (centered_) names.emplace_back("average_gradient");
+    return names;
+  }
+  void begin_step(double learning_rate, std::int64_t) override {
+    step_ = {.learning_rate = static_cast<float>(learning_rate),
+             .rho = static_cast<float>(rho_),
+             .momentum = static_cast<float>(momentum_),
+             .epsilon = static_cast<float>(epsilon_)};
+  }
+  void update(const detail::UpdateArgs& a) override {
+    std::size_t next = 1;
+    float* momentum = momentum_ > 0.0 ? a.slots[next++] : nullptr;
+    float* average = centered_ ? a.slots[next++] : nullptr;
+    cpu::rmsprop_update(a.variable, a.gradient, a.slots[0], momentum, average, a.numel, a.transform,
+                        step_);
+  }
+
+ private:
+  double rho_, momentum_, epsilon_;
+  bool centered_;
+  cpu::RMSpropStep step_;
+};
+
+}  // namespace
+
+RMSprop::RMSprop(RMSpropOptions options) : Optimizer(std::make_shared<RMSpropImpl>(options)) {}
+
+}  // namespace mixprec::optimizers

@@ -1,0 +1,46 @@
+// SGD with optional (Nesterov) momentum: the formulas are in mixprec/optimizers/sgd.h, the loop in
+// cpu::sgd_update.
+#include "mixprec/optimizers/sgd.h"
+
+#include "optimizers/optimizer_impl.h"
+
+namespace mixprec::optimizers {
+
+namespace {
+
+class SGDImpl final : public detail::SlotOptimizer {
+ public:
+  explicit SGDImpl(const SGDOptions& o)
+      : SlotOptimizer("SGD", o.learning_rate, {o.clipnorm, o.clipvalue, o.global_clipnorm}),
+        momentum_(o.momentum),
+        nesterov_(o.nesterov) {
+    detail::check_range("SGD", "momentum", o.momentum, 0.0, 1.0);
+  }
+  std::string name() const override { return "sgd"; }
+
+ protected:
+  std::vector<std::string> slot_names() const override {
+    if (momentum_ == 0.0) return {};
+    return {"momentum"};
+  }
+  void begin_step(double learning_rate, std::int64_t) override {
+    step_ = {.learning_rate = static_cast<float>(learning_rate),
+             .momentum = static_cast<float>(momentum_),
+             .nesterov = nesterov_};
+  }
+  void update(const detail::UpdateArgs& a) override {
+    cpu::sgd_update(a.variable, a.gradient, a.slots.empty() ? nullptr : a.slots[0], a.numel,
+                    a.transform, step_);
+  }
+
+ private:
+  double momentum_;
+  bool nesterov_;
+  cpu::SGDStep step_;
+};
+
+}  // namespace
+
+SGD::SGD(SGDOptions options) : Optimizer(std::make_shared<SGDImpl>(options)) {}
+
+}  // namespace mixprec::optimizers
