@@ -1,6 +1,7 @@
 // mixprec: mixed-precision training of neural networks in C++. Include this one header.
 #pragma once
 
+#include "mixprec/activations.h"
 #include "mixprec/autograd.h"
 #include "mixprec/bfloat16.h"
 #include "mixprec/convert.h"
@@ -12,6 +13,8 @@
 #include "mixprec/dtype.h"
 #include "mixprec/error.h"
 #include "mixprec/float16.h"
+#include "mixprec/initializers.h"
+#include "mixprec/layers/layers.h"
 #include "mixprec/logging.h"
 #include "mixprec/losses.h"
 #include "mixprec/memory.h"
@@ -19,6 +22,8 @@
 #include "mixprec/mixed_precision/device_compatibility.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/mixed_precision/policy.h"
+#include "mixprec/models/model.h"
+#include "mixprec/models/sequential.h"
 #include "mixprec/ops.h"
 #include "mixprec/optimizers.h"
 #include "mixprec/physical_devices.h"

@@ -1,0 +1,79 @@
+// Functional models (Keras `Model(inputs, outputs)`): a DAG of layer calls recorded on
+// KerasTensors, run in topological order on real tensors. A Model is itself a Layer: it can be
+// called on real tensors (`model(x, {.training = true})`) or on KerasTensors inside another model.
+// A layer used at several places in the graph shares its variables.
+//
+// compile()/fit()/evaluate()/predict() are added by the training loop (src/models/training*.cpp),
+// which keeps its state in models::ModelImpl (src/models/model_impl.h).
+#pragma once
+
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mixprec/layers/input_layer.h"
+#include "mixprec/layers/keras_tensor.h"
+#include "mixprec/layers/layer.h"
+
+namespace mixprec {
+
+namespace models {
+class ModelImpl;
+}
+
+struct ModelOptions {
+  std::string name;  // default: "model", "model_1", ...
+  bool trainable = true;
+};
+
+class Model : public layers::Layer {
+ public:
+  // `inputs` must be outputs of mp::Input(); every output must be computable from them (otherwise
+  // ValueError naming the Input it needs). Layer names must be unique within the model.
+  Model(const KerasTensor& inputs, const KerasTensor& outputs, ModelOptions options = {});
+  Model(const std::vector<KerasTensor>& inputs, const KerasTensor& outputs,
+        ModelOptions options = {});
+  Model(const KerasTensor& inputs, const std::vector<KerasTensor>& outputs,
+        ModelOptions options = {});
+  Model(const std::vector<KerasTensor>& inputs, const std::vector<KerasTensor>& outputs,
+        ModelOptions options = {});
+  // A Model handle to an existing model layer (get_layer() of a nested model); ValueError if
+  // `layer` is not a model.
+  explicit Model(const layers::Layer& layer);
+
+  // Calls: inherited from Layer. model(x, options) for one input and one output;
+  // model(std::vector<Tensor>{a, b}, options) returns every output, in `outputs` order.
+
+  const std::vector<KerasTensor>& inputs() const;
+  const std::vector<KerasTensor>& outputs() const;
+  std::vector<std::string> input_names() const;   // the Input layers' names
+  std::vector<std::string> output_names() const;  // the producing layers' names
+
+  // Functional models: every layer of the graph in execution order, InputLayers included (as
+  // Keras). Sequential: the added layers, without the InputLayer.
+  std::vector<layers::Layer> layers() const;
+  // ValueError listing the layer names when there is none of that name.
+  layers::Layer get_layer(std::string_view name) const;
+  layers::Layer get_layer(int index) const;
+
+  // Keras-style table: per layer "name (Type)", output shape ("(None, 4096)"), parameter count and
+  // policy, then total / trainable / non-trainable parameter counts.
+  void summary(std::ostream& os = std::cout) const;
+
+  // Variables: variables(), trainable_variables(), non_trainable_variables(), named_variables(),
+  // get_weights(), set_weights(), count_params() and set_trainable() are inherited from Layer.
+  // Order: layer by layer in layers() order, each layer's variables in creation order; a shared
+  // layer's variables appear once. set_trainable(false) freezes every layer of the model.
+
+  // Internal: the model's state, for the training loop (src/models/model_impl.h).
+  models::ModelImpl& model_impl() const;
+
+ protected:
+  explicit Model(std::shared_ptr<models::ModelImpl> impl);
+};
+
+}  // namespace mixprec

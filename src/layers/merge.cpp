@@ -1,0 +1,155 @@
+// Add, Multiply (broadcasting elementwise) and Concatenate (along an axis) of two or more inputs.
+#include "mixprec/layers/merge.h"
+
+#include <algorithm>
+#include <string>
+
+#include "mixprec/error.h"
+#include "mixprec/ops.h"
+
+namespace mixprec::layers {
+
+namespace {
+
+class MergeImpl : public LayerImpl {
+ public:
+  using LayerImpl::LayerImpl;
+
+  void validate_input_count(std::size_t count) const override {
+    if (count < 2) {
+      throw ValueError(name() + ": " + class_name() + " merges at least 2 inputs, got " +
+                       std::to_string(count) + "; call it on a list: layer({a, b})");
+    }
+  }
+};
+
+// NumPy broadcasting on partial shapes: an unknown extent matches anything; the result is unknown
+// unless the other extent is known and not 1.
+class ElementwiseMergeImpl final : public MergeImpl {
+ public:
+  enum class Op { add, multiply };
+  ElementwiseMergeImpl(Op op, const LayerOptions& o)
+      : MergeImpl(op == Op::add ? "Add" : "Multiply", o), op_(op) {}
+
+  PartialShape broadcast(const std::vector<PartialShape>& shapes) const {
+    PartialShape out = shapes[0];
+    for (std::size_t k = 1; k < shapes.size(); ++k) {
+      const PartialShape& s = shapes[k];
+      PartialShape r(std::max(out.size(), s.size()), 1);
+      for (std::size_t i = 1; i <= r.size(); ++i) {
+        const std::int64_t a = i <= out.size() ? out[out.size() - i] : 1;
+        const std::int64_t b = i <= s.size() ? s[s.size() - i] : 1;
+        std::int64_t d;
+        if (a == b || b == 1) {
+          d = a;
+        } else if (a == 1) {
+          d = b;
+        } else if (a < 0 || b < 0) {
+          d = a < 0 ? b : a;
+        } else {
+          throw ShapeError(name() + ": " + class_name() +
+                           " needs input shapes that are equal (or "
+                           "broadcast), got " +
+                           partial_shape_to_string(shapes[0]) + " (input 0) and " +
+                           partial_shape_to_string(s) + " (input " + std::to_string(k) + ")");
+        }
+        r[r.size() - i] = d;
+      }
+      out = r;
+    }
+    return out;
+  }
+
+  void validate(const std::vector<PartialShape>& shapes) const override { broadcast(shapes); }
+
+  std::vector<PartialShape> compute_output_shape(
+      const std::vector<PartialShape>& shapes) const override {
+    return {broadcast(shapes)};
+  }
+
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
+    Tensor y = inputs[0];
+    for (std::size_t i = 1; i < inputs.size(); ++i) {
+      y = op_ == Op::add ? add(y, inputs[i]) : mul(y, inputs[i]);
+    }
+    return {y};
+  }
+
+  Op op_;
+};
+
+class ConcatenateImpl final : public MergeImpl {
+ public:
+  ConcatenateImpl(int axis, const LayerOptions& o) : MergeImpl("Concatenate", o), axis_(axis) {}
+
+  int normalized_axis(int rank) const {
+    if (axis_ >= rank || axis_ < -rank) {
+      throw ShapeError(name() + ": Concatenate axis " + std::to_string(axis_) +
+                       " is out of range for inputs of rank " + std::to_string(rank));
+    }
+    return axis_ < 0 ? axis_ + rank : axis_;
+  }
+
+  void validate(const std::vector<PartialShape>& shapes) const override {
+    const PartialShape& first = shapes[0];
+    const int axis = normalized_axis(static_cast<int>(first.size()));
+    for (std::size_t k = 1; k < shapes.size(); ++k) {
+      const PartialShape& s = shapes[k];
+      bool ok = s.size() == first.size();
+      for (std::size_t i = 0; ok && i < s.size(); ++i) {
+        if (static_cast<int>(i) != axis && s[i] >= 0 && first[i] >= 0 && s[i] != first[i])
+          ok = false;
+      }
+      if (!ok) {
+        throw ShapeError(name() + ": Concatenate along axis " + std::to_string(axis_) +
+                         " needs inputs of the same rank whose other extents are equal, got " +
+                         partial_shape_to_string(first) + " (input 0) and " +
+                         partial_shape_to_string(s) + " (input " + std::to_string(k) + ")");
+      }
+    }
+  }
+
+  std::vector<PartialShape> compute_output_shape(
+      const std::vector<PartialShape>& shapes) const override {
+    const std::size_t axis =
+        static_cast<std::size_t>(normalized_axis(static_cast<int>(shapes[0].size())));
+    PartialShape out = shapes[0];
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (i == axis) continue;
+      for (const PartialShape& s : shapes) {
+        if (out[i] < 0) out[i] = s[i];  // a known extent wins over an unknown one
+      }
+    }
+    std::int64_t total = 0;
+    for (const PartialShape& s : shapes) {
+      if (s[axis] < 0) {
+        total = -1;
+        break;
+      }
+      total += s[axis];
+    }
+    out[axis] = total;
+    return {out};
+  }
+
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
+    return {concat(inputs, axis_)};
+  }
+
+  int axis_;
+};
+
+}  // namespace
+
+Add::Add(LayerOptions options)
+    : Layer(std::make_shared<ElementwiseMergeImpl>(ElementwiseMergeImpl::Op::add, options)) {}
+
+Multiply::Multiply(LayerOptions options)
+    : Layer(std::make_shared<ElementwiseMergeImpl>(ElementwiseMergeImpl::Op::multiply, options)) {}
+
+Concatenate::Concatenate(int axis, LayerOptions options)
+    : Layer(std::make_shared<ConcatenateImpl>(axis, options)) {}
+
+int Concatenate::axis() const { return static_cast<const ConcatenateImpl&>(impl()).axis_; }
+
+}  // namespace mixprec::layers
