@@ -18,6 +18,7 @@
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/layers/keras_tensor.h"
 #include "mixprec/layers/layer.h"
+#include "mixprec/models/training.h"
 
 namespace mixprec {
 
@@ -68,6 +69,21 @@ class Model : public layers::Layer {
   // get_weights(), set_weights(), count_params() and set_trainable() are inherited from Layer.
   // Order: layer by layer in layers() order, each layer's variables in creation order; a shared
   // layer's variables appear once. set_trainable(false) freezes every layer of the model.
+
+  // ---- training (src/models/training*.cpp) ----
+  // Sets the optimizer, loss and metrics. Under a mixed policy, warns once when an output is not
+  // float32 (the seed's "softmax in float16" mistake).
+  void compile(CompileOptions options = {});
+  // Trains on x (features, first axis = samples) and y (targets). Throws ValueError before any
+  // work when the model is not compiled, batch_size <= 0, epochs < 0, or x/y sample counts differ.
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  Scores evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
+  Tensor predict(const Tensor& x, PredictOptions options = {});
+  // One optimisation step on a batch (Keras train_on_batch); returns the loss and metrics.
+  Scores train_on_batch(const Tensor& x, const Tensor& y);
+  // The optimizer compile() installed (a LossScaleOptimizer under mixed_float16); undefined
+  // before compile().
+  optimizers::Optimizer optimizer() const;
 
   // Internal: the model's state, for the training loop (src/models/model_impl.h).
   models::ModelImpl& model_impl() const;

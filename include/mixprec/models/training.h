@@ -1,0 +1,75 @@
+// Options and results of Model::compile / fit / evaluate / predict (Keras names and defaults).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "mixprec/losses.h"
+#include "mixprec/metrics.h"
+#include "mixprec/optimizers.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec {
+
+struct CompileOptions {
+  // Undefined: RMSprop(). Under a mixed_float16 model policy the optimizer is wrapped in a
+  // dynamic LossScaleOptimizer automatically (unless it already is one), DESIGN §2.5.
+  optimizers::Optimizer optimizer;
+  std::variant<std::string, losses::Loss> loss = std::string("sparse_categorical_crossentropy");
+  // Names ("accuracy", "sparse_categorical_accuracy", ...) or Metric objects.
+  std::vector<std::variant<std::string, metrics::Metric>> metrics;
+};
+
+// Keras verbosity: 0 silent, 1 progress bar, 2 one line per epoch; auto = 1 on a terminal, else 2.
+enum class Verbosity { silent = 0, progress_bar = 1, one_line_per_epoch = 2, automatic = -1 };
+
+struct FitOptions {
+  std::int64_t batch_size = 32;
+  int epochs = 1;
+  Verbosity verbose = Verbosity::automatic;
+  double validation_split = 0.0;  // the last fraction of x/y, taken before shuffling (as Keras)
+  std::optional<std::pair<Tensor, Tensor>> validation_data;
+  bool shuffle = true;
+  std::optional<std::uint64_t> seed;  // shuffling seed; default: drawn from default_generator()
+};
+
+struct EvaluateOptions {
+  std::int64_t batch_size = 32;
+  Verbosity verbose = Verbosity::automatic;
+};
+
+struct PredictOptions {
+  std::int64_t batch_size = 32;
+  Verbosity verbose = Verbosity::silent;
+};
+
+// One epoch of fit(): every metric by name ("loss", "accuracy", "val_loss", "val_accuracy", ...),
+// wall time, loss-scaling state at the end of the epoch, and the per-step times.
+struct EpochLog {
+  int epoch = 0;  // 1-based
+  std::map<std::string, double> metrics;
+  double seconds = 0.0;
+  std::optional<double> loss_scale;  // set when the optimizer is a LossScaleOptimizer
+  std::int64_t skipped_steps = 0;    // steps skipped in this epoch (non-finite gradients)
+  std::vector<double> step_ms;       // wall time of each training step
+};
+
+struct History {
+  std::vector<EpochLog> epochs;
+  // Keras's history.history: metric name -> one value per epoch.
+  std::map<std::string, std::vector<double>> history;
+};
+
+// evaluate(): loss first, then metrics, in compile order; scores[0] is the loss as in Keras.
+struct Scores {
+  std::vector<std::pair<std::string, double>> values;
+  double operator[](std::size_t i) const { return values.at(i).second; }
+  double at(const std::string& name) const;  // ValueError listing the names when absent
+};
+
+}  // namespace mixprec
