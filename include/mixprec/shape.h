@@ -1,4 +1,5 @@
-// Tensor shapes: a list of non-negative extents, printed as "(32, 28, 28)".
+// Tensor shapes: a list of non-negative extents, printed as "(32, 28, 28)". An extent of -1 is
+// accepted only as reshape's "infer this extent" placeholder; creating a tensor with it throws.
 #pragma once
 
 #include <cstdint>

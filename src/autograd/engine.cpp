@@ -125,9 +125,15 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   }
   std::vector<Tensor> result;
   result.reserve(inputs.size());
+  // Storage already handed out: one gradient tensor can reach several inputs (add's backward
+  // passes it to both operands) or be the caller's own output_gradient; copy it then.
+  std::unordered_set<const core::Storage*> used;
+  if (output_gradient.defined()) used.insert(output_gradient.impl()->storage.get());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     auto it = input_nodes[i] ? captured.find(input_nodes[i].get()) : captured.end();
-    result.push_back(it != captured.end() ? it->second : zeros_like(inputs[i]));
+    Tensor g = it != captured.end() ? it->second : zeros_like(inputs[i]);
+    if (!used.insert(g.impl()->storage.get()).second) g = autograd::fresh_copy(g);
+    result.push_back(g);
   }
   return result;
 }

@@ -1,5 +1,6 @@
 #include "autograd/node.h"
 
+#include "backend/cpu/copy.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
@@ -12,8 +13,15 @@ std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
   Tensor& grad = variable->grad;
   // A fresh tensor, never an alias of grad_output: later accumulation must not write into
   // a tensor the caller might still hold.
-  grad = grad.defined() ? add(grad, grad_output) : grad_output.contiguous().detach();
+  grad = grad.defined() ? add(grad, grad_output) : fresh_copy(grad_output);
   return {};
+}
+
+Tensor fresh_copy(const Tensor& t) {
+  Tensor out = core::make_tensor(t.shape(), t.dtype(), t.device());
+  cpu::strided_to_contiguous(t.data_ptr(), t.shape(), t.strides(), dtype_size(t.dtype()),
+                             out.data_ptr());
+  return out;
 }
 
 bool needs_record(std::initializer_list<const Tensor*> inputs) {

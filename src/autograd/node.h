@@ -39,6 +39,11 @@ class AccumulateGrad final : public Node {
   std::weak_ptr<TensorImpl> variable_;  // weak: the variable owns this node, not the reverse
 };
 
+// A new contiguous tensor with the values of `t` and no autograd state: gradients handed out to
+// the user (.grad(), grad()) are their own tensors, never aliases of one another or of a tensor
+// the caller passed in, so in-place updates of one (unscaling, clipping) cannot change another.
+Tensor fresh_copy(const Tensor& t);
+
 // True when an op on these inputs must be recorded.
 bool needs_record(std::initializer_list<const Tensor*> inputs);
 bool needs_record(const std::vector<Tensor>& inputs);

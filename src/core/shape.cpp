@@ -9,10 +9,23 @@ namespace mixprec {
 Shape::Shape(std::initializer_list<std::int64_t> dims) : Shape(std::vector<std::int64_t>(dims)) {}
 
 Shape::Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {
+  // -1 is allowed as the "infer this extent" placeholder of reshape; tensors never have it
+  // (make_tensor, make_view and broadcast_shapes reject it).
   for (auto d : dims_) {
-    if (d < 0) throw ShapeError("negative extent in shape " + to_string());
+    if (d < -1) throw ShapeError("negative extent in shape " + to_string());
   }
 }
+
+namespace {
+void check_extents(const Shape& shape, const char* op) {
+  for (auto d : shape) {
+    if (d < 0) {
+      throw ShapeError(std::string(op) + ": shape " + shape.to_string() +
+                       " has a negative extent; -1 is only meaningful to reshape");
+    }
+  }
+}
+}  // namespace
 
 std::int64_t Shape::numel() const {
   std::int64_t n = 1;
@@ -51,6 +64,8 @@ std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  check_extents(a, op);
+  check_extents(b, op);
   const int rank = std::max(a.rank(), b.rank());
   std::vector<std::int64_t> out(static_cast<std::size_t>(rank));
   for (int i = 0; i < rank; ++i) {

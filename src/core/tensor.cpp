@@ -14,13 +14,33 @@ const TensorImpl& checked(const std::shared_ptr<TensorImpl>& impl) {
   if (!impl) throw ValueError("operation on an undefined tensor (default-constructed Tensor)");
   return *impl;
 }
+// -1 is reshape's placeholder; a tensor's own shape never has it.
+void check_extents(const Shape& shape, const char* op) {
+  for (auto d : shape) {
+    if (d < 0) {
+      throw ShapeError(std::string(op) + ": negative extent in shape " + shape.to_string());
+    }
+  }
+}
 }  // namespace
 
 namespace core {
 
 Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
+  check_extents(shape, "tensor creation");
+  // The byte count must not wrap around: a wrapped size would allocate a small block that the
+  // creators then fill with numel elements.
+  std::int64_t numel = 1, nbytes = 0;
+  bool overflow = false;
+  for (auto d : shape) overflow = overflow || __builtin_mul_overflow(numel, d, &numel);
+  overflow = overflow ||
+             __builtin_mul_overflow(numel, static_cast<std::int64_t>(dtype_size(dtype)), &nbytes);
+  if (overflow) {
+    throw ValueError("cannot create a tensor of shape " + shape.to_string() + " and dtype " +
+                     std::string(dtype_name(dtype)) + ": its size in bytes overflows 64 bits");
+  }
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(shape.numel()) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(nbytes), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -29,6 +49,7 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
 
 Tensor make_view(const Tensor& base, const Shape& shape, std::vector<std::int64_t> strides,
                  std::int64_t offset) {
+  check_extents(shape, "view");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = checked(base.impl_ptr()).storage;
   impl->shape = shape;

@@ -1,6 +1,7 @@
 // Broadcasting binary arithmetic: forward through cpu::binary, backward composed of ops and
 // reduced back to each operand's shape with sum_to.
 #include <cmath>
+#include <utility>
 
 #include "autograd/node.h"
 #include "backend/cpu/binary.h"
@@ -34,6 +35,22 @@ struct BinaryBackward final : autograd::Node {
   Shape a_shape, b_shape;
 
   std::vector<Tensor> backward(const Tensor& g) override {
+    // div's and pow's gradients take several ops; for 16-bit dtypes they run in float32 and are
+    // rounded once at the end (each 16-bit step would round, and pow's b - 1 feeds an exponent).
+    const DType dtype = g.dtype();
+    const bool widen = is_16bit_float(dtype) && (op == BinaryOp::div || op == BinaryOp::pow);
+    const auto up = [&](const Tensor& t) {
+      return widen && t.defined() ? cast(t, DType::float32) : t;
+    };
+    const auto down = [&](const Tensor& t) { return widen ? cast(t, dtype) : t; };
+    // pow's saved 16-bit output is rounded: recompute it in float32.
+    const Tensor out_c = widen && op == BinaryOp::pow ? pow(up(a), up(b)) : out;
+    auto [ga, gb] = gradients(up(g), up(a), up(b), out_c);
+    return {down(sum_to(ga, a_shape)), down(sum_to(gb, b_shape))};
+  }
+
+  std::pair<Tensor, Tensor> gradients(const Tensor& g, const Tensor& a, const Tensor& b,
+                                      const Tensor& out) const {
     Tensor ga, gb;
     switch (op) {
       case BinaryOp::add: ga = g, gb = g; break;
@@ -61,7 +78,7 @@ struct BinaryBackward final : autograd::Node {
         break;
       }
     }
-    return {sum_to(ga, a_shape), sum_to(gb, b_shape)};
+    return {ga, gb};
   }
   std::string name() const override { return std::string(op_name(op)) + "Backward"; }
   void release_saved() override { a = b = out = Tensor(); }

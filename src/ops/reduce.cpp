@@ -37,9 +37,16 @@ struct SumBackward final : autograd::Node {
   Shape input_shape, kept_shape;  // kept_shape: the output with reduced axes as extent 1
   double scale = 1.0;             // 1/count for mean
   std::vector<Tensor> backward(const Tensor& g) override {
-    Tensor grad = broadcast_to(reshape(g, kept_shape), input_shape);
-    if (scale != 1.0) grad = mul(grad, scale);
-    return {grad.contiguous()};
+    Tensor grad = reshape(g, kept_shape);
+    if (scale != 1.0) {
+      // Scale the (small) reduced gradient before broadcasting it, in float32 for 16-bit dtypes:
+      // 1/count itself is not representable in float16 for large counts (1e-6 is a subnormal with
+      // 4 significant bits), and rounding it first would bias every gradient.
+      grad = is_16bit_float(grad.dtype())
+                 ? cast(mul(cast(grad, DType::float32), scale), grad.dtype())
+                 : mul(grad, scale);
+    }
+    return {broadcast_to(grad, input_shape).contiguous()};
   }
   std::string name() const override { return scale == 1.0 ? "SumBackward" : "MeanBackward"; }
 };
@@ -74,22 +81,21 @@ Tensor reduce_op(cpu::ReduceOp op, const char* name, const Tensor& x, const std:
       }
     }
   }
-  Tensor kept = cpu::reduce(op, x, mask);
   std::int64_t count = 1;
   for (int i = 0; i < x.rank(); ++i) {
     if (mask[static_cast<std::size_t>(i)]) count *= x.shape()[i];
   }
-  if (is_mean) {
-    NoGradScope no_grad;
-    kept = mul(kept, 1.0 / static_cast<double>(std::max<std::int64_t>(count, 1)));
-  }
+  // The mean divides in the float32 accumulator, before the one rounding to x's dtype: a float16
+  // sum of many values would overflow (or round) before a division done afterwards.
+  const double scale = is_mean ? 1.0 / static_cast<double>(std::max<std::int64_t>(count, 1)) : 1.0;
+  Tensor kept = cpu::reduce(op, x, mask, scale);
   Tensor out = reshape(kept, reduced_shape(x.shape(), mask, keep)).detach();
   if (!autograd::needs_record({&x})) return out;
   if (op == cpu::ReduceOp::sum) {
     auto node = std::make_shared<SumBackward>();
     node->input_shape = x.shape();
     node->kept_shape = kept.shape();
-    node->scale = is_mean ? 1.0 / static_cast<double>(std::max<std::int64_t>(count, 1)) : 1.0;
+    node->scale = scale;
     return autograd::record(out, node, {x});
   }
   auto node = std::make_shared<MaxBackward>();

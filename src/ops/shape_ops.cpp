@@ -61,8 +61,10 @@ struct SliceBackward final : autograd::Node {
   std::int64_t start, step;
   std::vector<Tensor> backward(const Tensor& g) override {
     Tensor grad = zeros(input_shape, {.dtype = g.dtype(), .device = g.device()});
-    // Write g into the sliced positions of a zero tensor through a view of it.
-    Tensor window = grad.slice(axis, start, start + step * g.shape()[axis], step);
+    if (g.numel() == 0) return {grad};
+    // Write g into the sliced positions of a zero tensor through a view of it; the window ends
+    // just after the last selected index (start + step * n could overflow for a huge step).
+    Tensor window = grad.slice(axis, start, start + step * (g.shape()[axis] - 1) + 1, step);
     Tensor src = g.contiguous();
     const std::size_t elem = dtype_size(g.dtype());
     // Row-major walk of the window, copying one element at a time from the contiguous gradient.
@@ -143,10 +145,11 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop, s
   auto clamp = [extent](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + extent : i, 0, extent); };
   const std::int64_t b = clamp(start), e = std::max(clamp(stop), clamp(start));
   std::vector<std::int64_t> dims(x.shape().begin(), x.shape().end());
-  dims[static_cast<std::size_t>(a)] = (e - b + step - 1) / step;
+  // Written so that no step, however large, overflows.
+  dims[static_cast<std::size_t>(a)] = e > b ? (e - b - 1) / step + 1 : 0;
   std::vector<std::int64_t> strides = x.strides();
   const std::int64_t offset = x.offset() + b * strides[static_cast<std::size_t>(a)];
-  strides[static_cast<std::size_t>(a)] *= step;
+  if (dims[static_cast<std::size_t>(a)] > 1) strides[static_cast<std::size_t>(a)] *= step;
   Tensor out = core::make_view(x, Shape(dims), strides, offset);
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<SliceBackward>();

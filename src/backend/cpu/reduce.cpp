@@ -26,7 +26,8 @@ C combine(ReduceOp op, C acc, C v) {
 // (rows, R) contiguous -> rows values: each row is summed chunk by chunk in C, chunk results
 // combined in double so long rows keep float32-level relative accuracy.
 template <typename T>
-void reduce_rows(ReduceOp op, const T* x, std::int64_t rows, std::int64_t length, T* out) {
+void reduce_rows(ReduceOp op, const T* x, std::int64_t rows, std::int64_t length, double scale,
+                 T* out) {
   using C = core::compute_t<T>;
 #pragma omp parallel for schedule(static) if (rows * length >= kParallelThreshold && rows > 1)
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -45,13 +46,18 @@ void reduce_rows(ReduceOp op, const T* x, std::int64_t rows, std::int64_t length
         total = combine<double>(op, total, static_cast<double>(acc));
       }
     }
+    if (op == ReduceOp::sum) total *= scale;
     out[r] = core::store_as<T>(static_cast<C>(total));
   }
 }
 
 // (R, cols) contiguous -> cols values, accumulating whole rows (cache-friendly for bias gradients).
+// Sums run in C over blocks of kChunk rows and the block results are combined in double, as in
+// reduce_rows: one float accumulator over a long column would lose accuracy (each addition to a
+// large partial sum rounds, with a systematic bias when the addends are alike).
 template <typename T>
-void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t cols, T* out) {
+void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t cols, double scale,
+                    T* out) {
   using C = core::compute_t<T>;
   const std::int64_t col_chunks = (cols + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (length * cols >= kParallelThreshold)
@@ -59,15 +65,24 @@ void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t c
     const std::int64_t start = c * kChunk, n = std::min(kChunk, cols - start);
     alignas(64) C acc[kChunk];
     alignas(64) C buffer[kChunk];
+    alignas(64) double total[kChunk];
     std::fill(acc, acc + n, identity<C>(op));
+    std::fill(total, total + n, 0.0);
     for (std::int64_t r = 0; r < length; ++r) {
       gather(x + r * cols + start, 1, n, buffer);
       if (op == ReduceOp::sum) {
 #pragma omp simd
         for (std::int64_t i = 0; i < n; ++i) acc[i] += buffer[i];
+        if ((r + 1) % kChunk == 0 || r + 1 == length) {
+          for (std::int64_t i = 0; i < n; ++i) total[i] += static_cast<double>(acc[i]);
+          std::fill(acc, acc + n, C(0));
+        }
       } else {
         for (std::int64_t i = 0; i < n; ++i) acc[i] = combine(op, acc[i], buffer[i]);
       }
+    }
+    if (op == ReduceOp::sum) {
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = static_cast<C>(total[i] * scale);
     }
     scatter(acc, n, out + start);
   }
@@ -75,7 +90,7 @@ void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t c
 
 }  // namespace
 
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis) {
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis, double scale) {
   const int rank = x.rank();
   std::vector<std::int64_t> out_dims(static_cast<std::size_t>(rank));
   std::vector<int> kept, reduced;
@@ -89,8 +104,9 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis
   for (int i : kept) kept_n *= x.shape()[i];
   for (int i : reduced) reduced_n *= x.shape()[i];
 
-  // Reduced axes leading (in order) -> column accumulation; otherwise move them last -> rows.
-  bool leading = true;
+  // Reduced axes leading (in order) -> column accumulation; otherwise move them last -> rows. A
+  // full reduction (one output) is one row: its chunks run through the vectorised row loop.
+  bool leading = kept_n > 1;
   for (std::size_t i = 0; i < reduced.size(); ++i) leading = leading && reduced[i] == static_cast<int>(i);
   Tensor src = x;
   if (!leading) {
@@ -105,9 +121,9 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis
     if (reduced_n == 0) {
       std::fill(o, o + kept_n, core::store_as<T>(identity<core::compute_t<T>>(op)));
     } else if (leading) {
-      reduce_leading(op, in, reduced_n, kept_n, o);
+      reduce_leading(op, in, reduced_n, kept_n, scale, o);
     } else {
-      reduce_rows(op, in, kept_n, reduced_n, o);
+      reduce_rows(op, in, kept_n, reduced_n, scale, o);
     }
   });
   return out;

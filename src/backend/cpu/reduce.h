@@ -10,7 +10,10 @@ namespace mixprec::cpu {
 enum class ReduceOp { sum, max };
 
 // Reduces the axes where reduce_axis[i] is true; the result keeps every axis with extent 1 on the
-// reduced ones (callers reshape for keepdims = no). Same dtype as x.
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis);
+// reduced ones (callers reshape for keepdims = no). Same dtype as x. Sums are multiplied by `scale`
+// in the accumulation type before the one rounding to x's dtype (mean: scale = 1/count, so that a
+// float16 mean of many values does not overflow through its sum).
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis,
+              double scale = 1.0);
 
 }  // namespace mixprec::cpu

@@ -108,10 +108,15 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
   Tensor out = core::make_tensor(x.shape(), x.dtype(), x.device());
   core::dispatch_floating(x.dtype(), "unary op backward", [&]<typename T>() {
     using C = core::compute_t<T>;
-    map_elementwise<C, T, T, T, T>({&g, &x, &y}, out,
-                                   [op](C* o, const C* gv, const C* xv, const C* yv, std::int64_t n) {
-                                     for (std::int64_t i = 0; i < n; ++i) o[i] = gv[i] * derivative(op, xv[i], yv[i]);
-                                   });
+    map_elementwise<C, T, T, T, T>(
+        {&g, &x, &y}, out, [op](C* o, const C* gv, const C* xv, const C* yv, std::int64_t n) {
+          for (std::int64_t i = 0; i < n; ++i) {
+            // A 16-bit y is rounded, and derivatives such as y (1 - y) and 1 - y^2 cancel near
+            // saturation: recompute y in float from x.
+            const C yi = core::is_half_v<T> ? forward_value(op, xv[i]) : yv[i];
+            o[i] = gv[i] * derivative(op, xv[i], yi);
+          }
+        });
   });
   return out;
 }
