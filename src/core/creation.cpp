@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "core/dispatch.h"
 #include "core/scalar.h"
@@ -21,13 +22,20 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 template <typename Src>
 Tensor from_host(const std::vector<Src>& values, const Shape& shape, const TensorOptions& options) {
   if (static_cast<std::int64_t>(values.size()) != shape.numel()) {
-    throw ShapeError("from_vector: " + std::to_string(values.size()) + " values do not fill shape " +
-                     shape.to_string() + " (" + std::to_string(shape.numel()) + " elements)");
+    throw ShapeError("from_vector: " + std::to_string(values.size()) +
+                     " values do not fill shape " + shape.to_string() + " (" +
+                     std::to_string(shape.numel()) + " elements)");
   }
   Tensor t = core::make_tensor(shape, options.dtype, options.device);
   core::dispatch_dtype(options.dtype, [&]<typename T>() {
     T* out = static_cast<T*>(t.data_ptr());
-    for (std::size_t i = 0; i < values.size(); ++i) out[i] = core::from_double<T>(static_cast<double>(values[i]));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if constexpr (std::is_integral_v<Src> && std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        out[i] = static_cast<T>(values[i]);  // exact: no detour through double (int64 > 2^53)
+      } else {
+        out[i] = core::from_double<T>(static_cast<double>(values[i]));
+      }
+    }
   });
   return finish(t, options);
 }
@@ -67,17 +75,29 @@ Tensor zeros(const Shape& shape, TensorOptions options) {
 }
 
 Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()}); }
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.shape(), {.dtype = t.dtype(), .device = t.device()});
+}
 Tensor full_like(const Tensor& t, double value) {
   return full(t.shape(), value, {.dtype = t.dtype(), .device = t.device()});
 }
 Tensor scalar(double value, TensorOptions options) { return full(Shape{}, value, options); }
 
-Tensor from_vector(const std::vector<float>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
-Tensor from_vector(const std::vector<double>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
-Tensor from_vector(const std::vector<std::int32_t>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
-Tensor from_vector(const std::vector<std::int64_t>& v, const Shape& s, TensorOptions o) { return from_host(v, s, o); }
+Tensor from_vector(const std::vector<float>& v, const Shape& s, TensorOptions o) {
+  return from_host(v, s, o);
+}
+Tensor from_vector(const std::vector<double>& v, const Shape& s, TensorOptions o) {
+  return from_host(v, s, o);
+}
+Tensor from_vector(const std::vector<std::int32_t>& v, const Shape& s, TensorOptions o) {
+  return from_host(v, s, o);
+}
+Tensor from_vector(const std::vector<std::int64_t>& v, const Shape& s, TensorOptions o) {
+  return from_host(v, s, o);
+}
 
 Tensor from_data(const void* data, DType dtype, const Shape& shape, TensorOptions options) {
   if (data == nullptr && shape.numel() > 0) throw ValueError("from_data: null data pointer");
@@ -96,7 +116,8 @@ Tensor arange(double start, double stop, double step, TensorOptions options) {
   Tensor t = core::make_tensor(Shape{n}, options.dtype, options.device);
   core::dispatch_dtype(options.dtype, [&]<typename T>() {
     T* out = static_cast<T*>(t.data_ptr());
-    for (std::int64_t i = 0; i < n; ++i) out[i] = core::from_double<T>(start + static_cast<double>(i) * step);
+    for (std::int64_t i = 0; i < n; ++i)
+      out[i] = core::from_double<T>(start + static_cast<double>(i) * step);
   });
   return finish(t, options);
 }
@@ -107,11 +128,13 @@ Tensor arange(std::int64_t stop, TensorOptions options) {
 
 Tensor random_normal(const Shape& shape, double mean, double stddev, TensorOptions options,
                      Generator& gen) {
-  if (!(stddev >= 0.0)) throw ValueError("random_normal: stddev must be >= 0, got " + std::to_string(stddev));
+  if (!(stddev >= 0.0))
+    throw ValueError("random_normal: stddev must be >= 0, got " + std::to_string(stddev));
   return sampled(shape, options, [&] { return mean + stddev * gen.normal(); });
 }
 
-Tensor random_uniform(const Shape& shape, double low, double high, TensorOptions options, Generator& gen) {
+Tensor random_uniform(const Shape& shape, double low, double high, TensorOptions options,
+                      Generator& gen) {
   if (!(low <= high)) throw ValueError("random_uniform: low must be <= high");
   return sampled(shape, options, [&] { return low + (high - low) * gen.uniform(); });
 }

@@ -308,3 +308,24 @@ TEST(TensorTest, PrintingTruncatesLongAxes) {
 
 }  // namespace
 }  // namespace mixprec
+
+// int64 values beyond 2^53 must not pass through double on the way in or out.
+TEST(TensorInt64Test, ValuesBeyondDoublePrecisionAreExact) {
+  const std::int64_t big = (std::int64_t{1} << 53) + 1;
+  const auto t = mixprec::from_vector(std::vector<std::int64_t>{big, -big}, {2});
+  EXPECT_EQ(t.to_vector<std::int64_t>(), (std::vector<std::int64_t>{big, -big}));
+  EXPECT_EQ(t.to(mixprec::kInt32).to(mixprec::kInt64).to_vector<std::int64_t>()[0],
+            static_cast<std::int64_t>(static_cast<std::int32_t>(big)));
+}
+
+// Float to integer casts saturate and map NaN to 0 instead of invoking undefined behaviour.
+TEST(TensorInt64Test, FloatToIntegerCastSaturates) {
+  const auto t = mixprec::from_vector(std::vector<double>{1e300, -1e300, std::nan(""), -2.7, 2.7},
+                                      {5}, {.dtype = mixprec::kFloat64});
+  const auto v = t.to(mixprec::kInt32).to_vector<std::int32_t>();
+  EXPECT_EQ(v, (std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::max(),
+                                          std::numeric_limits<std::int32_t>::min(), 0, -2, 2}));
+  const auto w = t.to(mixprec::kInt64).to_vector<std::int64_t>();
+  EXPECT_GT(w[0], std::int64_t{1} << 62);
+  EXPECT_EQ(w[1], std::numeric_limits<std::int64_t>::min());
+}

@@ -1,5 +1,8 @@
 #include "backend/cpu/cast.h"
 
+#include <cmath>
+#include <limits>
+
 #include "backend/cpu/elementwise.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
@@ -18,10 +21,35 @@ Tensor cast(const Tensor& x, DType dtype) {
   Tensor out = core::make_tensor(x.shape(), dtype, x.device());
   core::dispatch_dtype(x.dtype(), [&]<typename In>() {
     core::dispatch_dtype(dtype, [&]<typename Out>() {
+      if constexpr (std::is_integral_v<In> && std::is_integral_v<Out> &&
+                    !std::is_same_v<Out, bool>) {
+        // Integer to integer: exact (int64 beyond 2^53 must not pass through double).
+        const Tensor src = x.detach().contiguous();
+        const In* in = static_cast<const In*>(src.data_ptr());
+        Out* o = static_cast<Out*>(out.data_ptr());
+        const std::int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
+        for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(in[i]);
+        return;
+      }
       using C = std::conditional_t<fits_float<In> && fits_float<Out>, float, double>;
       map_elementwise<C, Out, In>({&x}, out, [](C* o, const C* v, std::int64_t n) {
         if constexpr (std::is_same_v<Out, bool>) {
           for (std::int64_t i = 0; i < n; ++i) o[i] = v[i] != C(0) ? C(1) : C(0);
+        } else if constexpr (std::is_integral_v<Out>) {
+          // Float to integer: truncate toward zero; NaN -> 0 and out-of-range values saturate,
+          // where a bare static_cast would be undefined behaviour.
+          constexpr C lo = static_cast<C>(std::numeric_limits<Out>::min());
+          // int64's max rounds up to 2^63 in double, itself out of range: step one value down.
+          const C hi_rounded = static_cast<C>(std::numeric_limits<Out>::max());
+          const C hi = static_cast<long double>(hi_rounded) >
+                               static_cast<long double>(std::numeric_limits<Out>::max())
+                           ? std::nextafter(hi_rounded, C(0))
+                           : hi_rounded;
+          for (std::int64_t i = 0; i < n; ++i) {
+            const C t = std::trunc(v[i]);
+            o[i] = std::isnan(t) ? C(0) : (t <= lo ? lo : (t >= hi ? hi : t));
+          }
         } else {
           std::copy(v, v + n, o);
         }
