@@ -4,6 +4,7 @@
 #include "mixprec/activations.h"
 #include "mixprec/autograd.h"
 #include "mixprec/bfloat16.h"
+#include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/convert.h"
 #include "mixprec/creation.h"
 #include "mixprec/data/dataset.h"

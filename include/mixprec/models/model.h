@@ -3,7 +3,7 @@
 // called on real tensors (`model(x, {.training = true})`) or on KerasTensors inside another model.
 // A layer used at several places in the graph shares its variables.
 //
-// compile()/fit()/evaluate()/predict() are added by the training loop (src/models/training*.cpp),
+// compile()/fit()/evaluate()/predict() are added by the training loop (src/models/{training,fit,evaluate,nonfinite_diagnosis}.cpp),
 // which keeps its state in models::ModelImpl (src/models/model_impl.h).
 #pragma once
 
@@ -70,16 +70,33 @@ class Model : public layers::Layer {
   // Order: layer by layer in layers() order, each layer's variables in creation order; a shared
   // layer's variables appear once. set_trainable(false) freezes every layer of the model.
 
-  // ---- training (src/models/training*.cpp) ----
-  // Sets the optimizer, loss and metrics. Under a mixed policy, warns once when an output is not
-  // float32 (the seed's "softmax in float16" mistake).
+  // ---- training (src/models/training.cpp, fit.cpp, evaluate.cpp) ----
+  // fit/evaluate/train_on_batch take models with one input and one output (a ValueError
+  // otherwise; train other models with a custom GradientTape loop).
+  //
+  // Sets the optimizer (default RMSprop()), the loss (a name or a Loss; always computed in
+  // float32) and the metrics (names, "accuracy" resolved by the loss, or Metric objects; two with
+  // one name are a ValueError). When the model or any of its layers uses mixed_float16 the
+  // optimizer is wrapped in a dynamic LossScaleOptimizer unless it already is one (Keras). Under
+  // a mixed policy, warns once per output that is not float32 (the seed's "softmax in float16"
+  // mistake); an unbuilt Sequential is checked at its first training step.
   void compile(CompileOptions options = {});
   // Trains on x (features, first axis = samples) and y (targets). Throws ValueError before any
-  // work when the model is not compiled, batch_size <= 0, epochs < 0, or x/y sample counts differ.
+  // work when the model is not compiled, batch_size <= 0, epochs < 0, x/y sample counts differ
+  // (or are 0), or validation_split is outside [0, 1). Each step: forward with training = true,
+  // float32 loss, gradients of trainable_variables() only (scaled and unscaled when the
+  // optimizer is a LossScaleOptimizer), apply_gradients, metrics. Progress: a Keras bar on a
+  // terminal, one line per epoch otherwise (FitOptions::verbose). When 100 consecutive steps are
+  // skipped at a loss scale that cannot go lower (1, or a fixed scale), throws mixprec::Error
+  // naming the first layer whose output, or else whose gradient, is Inf/NaN on that batch.
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  // The loss (mean over samples) then the metrics in compile order, with training = false.
   Scores evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
+  // The model's output for every row of x, computed in batches without autograd and
+  // concatenated (a new tensor). Needs no compile().
   Tensor predict(const Tensor& x, PredictOptions options = {});
-  // One optimisation step on a batch (Keras train_on_batch); returns the loss and metrics.
+  // One optimisation step on a batch (Keras train_on_batch): resets the metrics, steps, and
+  // returns the batch's loss (before the update) and metrics.
   Scores train_on_batch(const Tensor& x, const Tensor& y);
   // The optimizer compile() installed (a LossScaleOptimizer under mixed_float16); undefined
   // before compile().

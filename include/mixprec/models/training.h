@@ -29,10 +29,12 @@ struct CompileOptions {
 enum class Verbosity { silent = 0, progress_bar = 1, one_line_per_epoch = 2, automatic = -1 };
 
 struct FitOptions {
-  std::int64_t batch_size = 32;
+  std::int64_t batch_size = 32;  // the last batch of an epoch may be smaller (as Keras)
   int epochs = 1;
   Verbosity verbose = Verbosity::automatic;
   double validation_split = 0.0;  // the last fraction of x/y, taken before shuffling (as Keras)
+  // (x_val, y_val), evaluated at the end of every epoch; takes precedence over validation_split
+  // (as Keras).
   std::optional<std::pair<Tensor, Tensor>> validation_data;
   bool shuffle = true;
   std::optional<std::uint64_t> seed;  // shuffling seed; default: drawn from default_generator()
@@ -49,19 +51,24 @@ struct PredictOptions {
 };
 
 // One epoch of fit(): every metric by name ("loss", "accuracy", "val_loss", "val_accuracy", ...),
-// wall time, loss-scaling state at the end of the epoch, and the per-step times.
+// wall time, loss-scaling state at the end of the epoch, and the per-step times. Training metrics
+// are over the whole epoch ("loss" is the mean over samples), validation ones over the validation
+// set with the weights at the end of the epoch.
 struct EpochLog {
   int epoch = 0;  // 1-based
   std::map<std::string, double> metrics;
-  double seconds = 0.0;
+  double seconds = 0.0;              // wall time of the epoch, validation included
   std::optional<double> loss_scale;  // set when the optimizer is a LossScaleOptimizer
   std::int64_t skipped_steps = 0;    // steps skipped in this epoch (non-finite gradients)
-  std::vector<double> step_ms;       // wall time of each training step
+  // Wall time of each training step: forward, backward, update and metric updates; batch
+  // assembly and progress output are not included.
+  std::vector<double> step_ms;
 };
 
 struct History {
   std::vector<EpochLog> epochs;
-  // Keras's history.history: metric name -> one value per epoch.
+  // Keras's history.history: metric name -> one value per epoch (the metrics of EpochLog only;
+  // loss scale and timings are in `epochs`).
   std::map<std::string, std::vector<double>> history;
 };
 

@@ -1,0 +1,91 @@
+// Model::evaluate and Model::predict: batched inference under NoGradScope.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixprec/autograd.h"
+#include "mixprec/callbacks/progress_bar.h"
+#include "mixprec/data/dataset.h"
+#include "mixprec/error.h"
+#include "mixprec/models/model.h"
+#include "mixprec/ops.h"
+#include "models/training_state.h"
+
+namespace mixprec {
+
+namespace {
+
+void check_batch_size(const Model& model, const char* what, std::int64_t batch_size) {
+  if (batch_size <= 0) {
+    throw ValueError("model '" + model.name() + "': " + what + "(): batch_size must be " +
+                     "positive, got " + std::to_string(batch_size));
+  }
+}
+
+std::vector<callbacks::ProgressValue> as_progress_values(
+    const std::vector<std::pair<std::string, double>>& values) {
+  std::vector<callbacks::ProgressValue> out;
+  for (const auto& [name, value] : values) out.push_back({name, value});
+  return out;
+}
+
+}  // namespace
+
+namespace models {
+
+Scores evaluate_dataset(const Model& model, TrainingState& state, const data::Dataset& data,
+                        std::int64_t batch_size, Verbosity verbose) {
+  reset_metrics(state);
+  NoGradScope no_grad;
+  const data::Epoch epoch = data.batches(batch_size);
+  std::optional<callbacks::ProgressBar> progress = make_progress(verbose);
+  if (progress) progress->start(epoch.size());
+  for (std::int64_t i = 0; i < epoch.size(); ++i) {
+    const data::Batch batch = epoch.batch(i);
+    const Tensor y_pred = model(batch.x, CallOptions{.training = false});
+    state.loss_tracker.add(batch_loss(state, batch.y, y_pred), batch.x.dim(0));
+    for (metrics::Metric& m : state.metrics) m.update_state(batch.y, y_pred);
+    if (progress && progress->due()) {
+      progress->update(i + 1, as_progress_values(metric_results(state)));
+    }
+  }
+  Scores scores{metric_results(state)};
+  if (progress) progress->finish(as_progress_values(scores.values));
+  return scores;
+}
+
+}  // namespace models
+
+Scores Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options) {
+  models::TrainingState& state = models::require_compiled(*this, "evaluate");
+  check_batch_size(*this, "evaluate", options.batch_size);
+  models::check_samples(x, y, "evaluate");
+  return models::evaluate_dataset(*this, state, data::Dataset(x, y), options.batch_size,
+                                  options.verbose);
+}
+
+Tensor Model::predict(const Tensor& x, PredictOptions options) {
+  check_batch_size(*this, "predict", options.batch_size);
+  if (!x.defined() || x.rank() < 1 || x.dim(0) == 0) {
+    throw ValueError("model '" + name() + "': predict() needs x with at least one sample " +
+                     "along the first axis, got " +
+                     (x.defined() ? std::string(dtype_name(x.dtype())) + " " + x.shape().to_string()
+                                  : std::string("an undefined tensor")));
+  }
+  NoGradScope no_grad;
+  const data::Dataset data(x);
+  const data::Epoch epoch = data.batches(options.batch_size);
+  std::optional<callbacks::ProgressBar> progress = models::make_progress(options.verbose);
+  if (progress) progress->start(epoch.size());
+  std::vector<Tensor> outputs;
+  outputs.reserve(static_cast<std::size_t>(epoch.size()));
+  for (std::int64_t i = 0; i < epoch.size(); ++i) {
+    outputs.push_back((*this)(epoch.batch(i).x, CallOptions{.training = false}));
+    if (progress && progress->due()) progress->update(i + 1, {});
+  }
+  if (progress) progress->finish({});
+  // concat copies even a single batch, so the result never aliases x (an identity model).
+  return concat(outputs, 0);
+}
+
+}  // namespace mixprec

@@ -1,0 +1,108 @@
+// The training loop's state (ModelImpl::training, set by compile()) and the pieces that
+// fit(), evaluate(), predict() and train_on_batch() share (src/models/training.cpp, fit.cpp,
+// evaluate.cpp, nonfinite_diagnosis.cpp).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixprec/callbacks/progress_bar.h"
+#include "mixprec/data/dataset.h"
+#include "mixprec/losses.h"
+#include "mixprec/metrics.h"
+#include "mixprec/mixed_precision/loss_scale_optimizer.h"
+#include "mixprec/models/model.h"
+#include "mixprec/models/training.h"
+#include "mixprec/optimizers/optimizer.h"
+#include "models/model_impl.h"
+
+namespace mixprec::models {
+
+// DESIGN §2.5: when a loss scale that cannot go lower (a dynamic scale at 1, or a fixed scale)
+// sees this many consecutive steps skipped for non-finite gradients, training makes no progress;
+// fit()/train_on_batch() then throw, naming the layer that produced the Inf/NaN. 100 steps leaves
+// room for a burst of bad batches yet stops a doomed run early.
+inline constexpr std::int64_t kStuckScaleSteps = 100;
+
+// The batch-size-weighted mean of the batch losses (Keras's loss tracker): sum(loss_b * n_b) /
+// sum(n_b), so an epoch's loss is the mean over samples even when the last batch is smaller.
+struct LossTracker {
+  double total = 0.0;
+  double count = 0.0;
+  // Reads the scalar loss on the host. On the CPU backend that is a plain memory read; a device
+  // backend should accumulate on the device here and read only when the value is shown.
+  void add(const Tensor& loss, std::int64_t batch) {
+    total += loss.item() * static_cast<double>(batch);
+    count += static_cast<double>(batch);
+  }
+  double result() const { return count > 0.0 ? total / count : 0.0; }
+  void reset() { total = count = 0.0; }
+};
+
+struct TrainingState {
+  optimizers::Optimizer optimizer;  // as installed: wrapped under mixed_float16
+  // The same optimizer seen as a LossScaleOptimizer, when it is one (loss scaling on).
+  std::optional<mixed_precision::LossScaleOptimizer> loss_scale;
+  losses::Loss loss;
+  LossTracker loss_tracker;
+  std::vector<metrics::Metric> metrics;  // compile order
+  bool mixed_policy = false;             // the model or one of its layers uses a mixed_* policy
+  bool outputs_checked = false;          // the output-dtype warning ran (deferred when unbuilt)
+  // Consecutive skipped steps at a scale that cannot go lower (1, or a fixed scale).
+  std::int64_t skipped_at_floor = 0;
+};
+
+// Where a step is, for error messages; epoch 0 means train_on_batch().
+struct StepPosition {
+  int epoch = 0;
+  std::int64_t step = 0;
+};
+
+// ValueError naming the model and `what` ("fit") when compile() has not run.
+TrainingState& require_compiled(const Model& model, const char* what);
+
+// Verbosity::automatic -> progress_bar when stdout is a terminal, else one_line_per_epoch.
+Verbosity resolve_verbosity(Verbosity verbose);
+// The progress output for `verbose` (resolved): a bar, a line per pass, or none when silent.
+std::optional<callbacks::ProgressBar> make_progress(Verbosity verbose);
+
+// Warns once per model output that is not float32 when the model uses a mixed policy (needs the
+// graph; a Sequential built on its first call is checked at its first training step).
+void check_output_dtypes(const Model& model, TrainingState& state);
+
+// The loss of one batch as a float32 scalar (a custom loss may return a 16-bit or (1,) value;
+// anything with more than one element is a ValueError).
+Tensor batch_loss(const TrainingState& state, const Tensor& y, const Tensor& y_pred);
+
+// One optimisation step on (x, y): forward with training = true, float32 loss, gradients of
+// `variables` (trainable_variables(), fetched on the first call because a Sequential is only
+// built by its first forward), scaled and unscaled when loss scaling is on, apply_gradients,
+// then the loss tracker and the metrics. Throws mixprec::Error (diagnose_non_finite) after
+// kStuckScaleSteps consecutive skipped steps at a scale that cannot go lower.
+void train_step(const Model& model, TrainingState& state, const Tensor& x, const Tensor& y,
+                std::optional<std::vector<Tensor>>& variables, StepPosition position);
+
+// ValueError (one line, naming both shapes) unless x and y are defined, have a sample axis and
+// the same number of samples > 0. `what`: "fit", "evaluate", ...
+void check_samples(const Tensor& x, const Tensor& y, const char* what);
+
+void reset_metrics(TrainingState& state);
+// "loss" then each metric, in compile order.
+std::vector<std::pair<std::string, double>> metric_results(const TrainingState& state);
+
+// Keras evaluate() on a dataset with targets: resets the metrics, runs every batch under
+// NoGradScope with training = false, and returns the loss and metrics.
+Scores evaluate_dataset(const Model& model, TrainingState& state, const data::Dataset& data,
+                        std::int64_t batch_size, Verbosity verbose);
+
+// The stuck-scale error's diagnosis on the offending batch: runs the model layer by layer and
+// names the first layer whose output has Inf/NaN; when every output is finite, the place where
+// the backward pass first turns non-finite (the loss, or a layer and its variable). Returns the
+// message of the error; does not throw.
+std::string diagnose_non_finite(const Model& model, TrainingState& state, const Tensor& x,
+                                const Tensor& y);
+
+}  // namespace mixprec::models
