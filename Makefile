@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test test-asan demo bench format clean
+.PHONY: all deps configure build test test-asan demo bench bench-mlp format clean
 
 all: build
 
@@ -29,13 +29,18 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS)
 
-# The training demo (mixprec compare on Fashion-MNIST) arrives with the training issue; until then
-# this runs the core-engine example: a float16-compute / float32-master-weights custom loop.
+# Seed 001's comparison on Fashion-MNIST: the 784-512-512-10 MLP trained 5 epochs under each policy
+# (CPU defaults: --units 512 --batch-size 256), then one table. DEMO_ARGS adds options.
 demo: build
-	./$(BUILD)/examples/core_demo
+	./$(BUILD)/tools/mixprec/mixprec compare --model mlp --dataset fashion_mnist \
+	  --policies float32,mixed_float16,mixed_bfloat16 $(DEMO_ARGS)
 
 bench: build
 	./$(BUILD)/bench/cpu_ops_bench --json bench/results/cpu-ops.json
+
+# mixprec vs PyTorch 1.13 CPU (Debian python3-torch) on the seed MLP -> bench/results/cpu-mlp.json
+bench-mlp: build
+	BUILD=$(BUILD) scripts/bench-cpu-mlp.sh
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "mixprec/activations.h"
+#include "mixprec/applications.h"
 #include "mixprec/autograd.h"
 #include "mixprec/bfloat16.h"
 #include "mixprec/callbacks/progress_bar.h"

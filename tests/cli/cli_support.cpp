@@ -1,0 +1,152 @@
+// Helpers of the command-line tests (see cli_support.h).
+#include "cli_support.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace mixprec::cli_test {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<std::uint8_t> idx_bytes(const std::vector<std::uint32_t>& dims,
+                                    const std::vector<std::uint8_t>& payload) {
+  std::vector<std::uint8_t> bytes = {0, 0, 0x08, static_cast<std::uint8_t>(dims.size())};
+  for (std::uint32_t d : dims) {
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      bytes.push_back(static_cast<std::uint8_t>(d >> shift));
+    }
+  }
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<std::string> CliResult::err_lines() const {
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+CliResult run_cli(const std::vector<std::string>& args) {
+  TempDir capture;
+  const std::string out_path = capture.file("stdout"), err_path = capture.file("stderr");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  std::vector<std::string> storage = {MIXPREC_CLI_BINARY};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, MIXPREC_CLI_BINARY, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    throw std::runtime_error(std::string("cannot run " MIXPREC_CLI_BINARY ": ") +
+                             std::strerror(rc));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid failed");
+  }
+  CliResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.out = read_file(out_path);
+  result.err = read_file(err_path);
+  return result;
+}
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "mixprec-cli-XXXXXX").string();
+  if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void write_idx_ubyte(const std::string& path, const std::vector<std::uint32_t>& dims,
+                     const std::vector<std::uint8_t>& payload, Compression compression) {
+  const auto bytes = idx_bytes(dims, payload);
+  if (compression == Compression::none) {
+    write_bytes(path, bytes);
+    return;
+  }
+  gzFile gz = gzopen(path.c_str(), "wb");
+  if (!gz) throw std::runtime_error("cannot write " + path);
+  const int written = gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size()));
+  if (gzclose(gz) != Z_OK || written != static_cast<int>(bytes.size())) {
+    throw std::runtime_error("cannot write " + path);
+  }
+}
+
+void write_tiny_fashion_mnist(const std::filesystem::path& dir, std::uint32_t train_samples,
+                              std::uint32_t test_samples) {
+  constexpr std::uint32_t kSide = 28;
+  std::uint32_t noise = 12345;  // a small LCG: the data only has to be fixed, not random
+  auto make = [&](std::uint32_t n, std::vector<std::uint8_t>& images,
+                  std::vector<std::uint8_t>& labels) {
+    images.assign(static_cast<std::size_t>(n) * kSide * kSide, 0);
+    labels.assign(n, 0);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const std::uint8_t label = static_cast<std::uint8_t>(i % 10);
+      labels[i] = label;
+      std::uint8_t* image = images.data() + static_cast<std::size_t>(i) * kSide * kSide;
+      for (std::uint32_t p = 0; p < kSide * kSide; ++p) {
+        noise = noise * 1103515245u + 12345u;
+        image[p] = static_cast<std::uint8_t>((noise >> 16) % 40);
+      }
+      for (std::uint32_t row = 2u * label; row < 2u * label + 2u; ++row) {
+        for (std::uint32_t col = 0; col < kSide; ++col) image[row * kSide + col] = 255;
+      }
+    }
+  };
+  std::vector<std::uint8_t> images, labels;
+  make(train_samples, images, labels);
+  write_idx_ubyte((dir / "train-images-idx3-ubyte.gz").string(), {train_samples, kSide, kSide},
+                  images, Compression::gzip);
+  write_idx_ubyte((dir / "train-labels-idx1-ubyte.gz").string(), {train_samples}, labels,
+                  Compression::gzip);
+  make(test_samples, images, labels);
+  write_idx_ubyte((dir / "t10k-images-idx3-ubyte").string(), {test_samples, kSide, kSide}, images,
+                  Compression::none);
+  write_idx_ubyte((dir / "t10k-labels-idx1-ubyte").string(), {test_samples}, labels,
+                  Compression::none);
+}
+
+}  // namespace mixprec::cli_test

@@ -1,0 +1,52 @@
+// Helpers of the command-line tests: run the mixprec binary and capture its output, and write a
+// small Fashion-MNIST-format data set (IDX files) that a test owns.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace mixprec::cli_test {
+
+struct CliResult {
+  int exit_code = -1;  // the process's exit status; 128 + signal when it was killed
+  std::string out;     // stdout
+  std::string err;     // stderr
+  // stderr split at '\n' (no empty trailing line).
+  std::vector<std::string> err_lines() const;
+};
+
+// Runs MIXPREC_CLI_BINARY with `args` (no shell involved) and waits for it.
+CliResult run_cli(const std::vector<std::string>& args);
+
+// A fresh directory under the system temp dir, removed (recursively) by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+enum class Compression { none, gzip };
+
+// Writes an IDX file: magic 00 00 08 <rank> (ubyte), big-endian uint32 dims, then `payload`.
+void write_idx_ubyte(const std::string& path, const std::vector<std::uint32_t>& dims,
+                     const std::vector<std::uint8_t>& payload, Compression compression);
+// Writes raw bytes (for corrupt files).
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes);
+
+// A separable 10-class problem in Fashion-MNIST's format: the image of class c is background noise
+// in [0, 40) with rows 2c .. 2c+2 set to 255 (so a linear model can reach ~100% accuracy).
+// Writes the four files into `dir`: the training pair gzip-compressed (NAME.gz), the test pair
+// plain (NAME), which exercises both of the loader's lookups. Labels cycle through 0..9.
+void write_tiny_fashion_mnist(const std::filesystem::path& dir, std::uint32_t train_samples,
+                              std::uint32_t test_samples);
+
+}  // namespace mixprec::cli_test

@@ -1,0 +1,117 @@
+// The GradientTape training loop of `mixprec train --loop custom` (see custom_loop.h).
+#include "custom_loop.h"
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace mixprec::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+void print_epoch(const EpochLog& log, int epochs) {
+  std::printf("Epoch %d/%d - %.1fs", log.epoch, epochs, log.seconds);
+  for (const char* name : {"loss", "accuracy", "val_loss", "val_accuracy"}) {
+    auto it = log.metrics.find(name);
+    if (it != log.metrics.end()) std::printf(" - %s: %.4f", name, it->second);
+  }
+  if (log.loss_scale) {
+    std::printf(" - loss_scale: %g - skipped: %lld", *log.loss_scale,
+                static_cast<long long>(log.skipped_steps));
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+LossAndAccuracy evaluate_in_batches(Model& model, const Tensor& x, const Tensor& y,
+                                    std::int64_t batch_size) {
+  NoGradScope no_grad;
+  const losses::SparseCategoricalCrossentropy loss_object;
+  metrics::SparseCategoricalAccuracy accuracy;
+  // Keras weights each batch's mean loss by its size, so a short last batch counts less.
+  double loss_sum = 0.0;
+  std::int64_t count = 0;
+  for (const data::Batch& batch : data::Dataset(x, y).batches(batch_size)) {
+    const Tensor predictions = model(batch.x);  // (b, classes) float32
+    const std::int64_t b = batch.x.dim(0);
+    loss_sum += loss_object(batch.y, predictions).item() * static_cast<double>(b);
+    count += b;
+    accuracy.update_state(batch.y, predictions);
+  }
+  return {count > 0 ? loss_sum / static_cast<double>(count) : 0.0, accuracy.result()};
+}
+
+History custom_training_loop(Model& model, optimizers::Optimizer optimizer, const Tensor& x,
+                             const Tensor& y, const CustomLoopOptions& options) {
+  const auto scaler = mixed_precision::as_loss_scale_optimizer(optimizer);
+  const losses::SparseCategoricalCrossentropy loss_object;
+  const std::vector<Tensor> variables = model.trainable_variables();
+
+  data::Dataset all(x, y);
+  data::Dataset train = all;
+  std::optional<data::Dataset> validation;
+  if (options.validation_split > 0.0) {
+    auto split = all.split_validation(options.validation_split);
+    train = split.train;
+    validation = split.validation;
+  }
+  data::BatchLoader loader(
+      train,
+      {.batch_size = options.batch_size, .shuffle = data::Shuffle::yes, .seed = options.seed});
+
+  History history;
+  for (int epoch = 1; epoch <= options.epochs; ++epoch) {
+    const auto epoch_start = Clock::now();
+    const std::int64_t skipped_before = scaler ? scaler->skipped_steps() : 0;
+    EpochLog log;
+    log.epoch = epoch;
+    metrics::Mean loss_mean;
+    metrics::SparseCategoricalAccuracy accuracy;
+    for (const data::Batch& batch : loader.next_epoch()) {
+      const auto step_start = Clock::now();
+      GradientTape tape;
+      const Tensor predictions = model(batch.x, {.training = true});  // (b, classes) float32
+      const Tensor loss = loss_object(batch.y, predictions);          // scalar float32
+      std::vector<Tensor> grads;
+      if (scaler) {
+        grads =
+            scaler->get_unscaled_gradients(tape.gradient(scaler->get_scaled_loss(loss), variables));
+      } else {
+        grads = tape.gradient(loss, variables);
+      }
+      optimizer.apply_gradients(grads, variables);
+      const double loss_value = loss.item();  // waits for the step to finish
+      log.step_ms.push_back(ms_since(step_start));
+      loss_mean.update_state(loss_value);
+      accuracy.update_state(batch.y, predictions.detach());
+    }
+    log.metrics["loss"] = loss_mean.result();
+    log.metrics["accuracy"] = accuracy.result();
+    if (validation) {
+      const auto v = evaluate_in_batches(model, validation->features(), validation->targets(),
+                                         options.batch_size);
+      log.metrics["val_loss"] = v.loss;
+      log.metrics["val_accuracy"] = v.accuracy;
+    }
+    log.seconds = ms_since(epoch_start) / 1e3;
+    if (scaler) {
+      log.loss_scale = scaler->loss_scale();
+      log.skipped_steps = scaler->skipped_steps() - skipped_before;
+    }
+    for (const auto& [name, value] : log.metrics) history.history[name].push_back(value);
+    if (options.verbose != Verbosity::silent) print_epoch(log, options.epochs);
+    history.epochs.push_back(std::move(log));
+  }
+  return history;
+}
+
+}  // namespace mixprec::cli

@@ -1,0 +1,201 @@
+// Parsing, checking and resolving the shared options (see options.h).
+#include "options.h"
+
+#include <cctype>
+#include <cstdio>
+#include <sstream>
+
+namespace mixprec::cli {
+
+namespace {
+
+const std::vector<std::string> kModels = {"mlp"};
+const std::vector<std::string> kDatasets = {"fashion_mnist"};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
+  return out;
+}
+
+bool contains(const std::vector<std::string>& items, const std::string& item) {
+  for (const auto& i : items) {
+    if (i == item) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
+  // A repeated option takes its last value (`make demo ARGS="--epochs 1"` can override).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--model", o.model, "model to build: mlp (seed 001's Dense-ReLU network)")
+      ->capture_default_str();
+  app.add_option("--units", o.units, "hidden-layer width (default 4096 on a GPU, 512 on the CPU)");
+  app.add_option("--hidden-layers", o.hidden_layers, "number of hidden Dense layers")
+      ->capture_default_str();
+  if (what == OptionSet::train) {
+    app.add_option("--policy", o.policy,
+                   "dtype policy: float32, mixed_float16, mixed_bfloat16, float16, bfloat16, "
+                   "float64")
+        ->capture_default_str();
+  }
+  app.add_option("--batch-size", o.batch_size,
+                 "samples per training step (default 8192 on a GPU, 256 on the CPU)");
+  app.add_option("--optimizer", o.optimizer, "sgd, adam, adamw or rmsprop")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}, CLI::ignore_case))
+      ->capture_default_str();
+  app.add_option("--learning-rate", o.learning_rate,
+                 "learning rate (default: the optimizer's Keras default)");
+  app.add_option("--seed", o.seed, "seed of the weights, the shuffling and synthetic data")
+      ->capture_default_str();
+  app.add_option("--device", o.device, "auto, cpu or cuda (auto: a GPU when one is usable)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  if (what == OptionSet::bench) return;
+
+  app.add_option("--dataset", o.dataset,
+                 "fashion_mnist or fashion_mnist:DIR (default DIR " +
+                     data::default_fashion_mnist_dir() + ")")
+      ->capture_default_str();
+  app.add_option("--epochs", o.epochs, "passes over the training data")->capture_default_str();
+  app.add_option("--loop", o.loop,
+                 "fit (Model::fit) or custom (GradientTape + LossScaleOptimizer, seed 001)")
+      ->check(CLI::IsMember({"fit", "custom"}))
+      ->capture_default_str();
+  app.add_option("--validation-split", o.validation_split,
+                 "fraction of the training data held out for validation, taken from the end "
+                 "(seed 001 uses 0.2; 0 = none)")
+      ->capture_default_str();
+  app.add_option("--verbose", o.verbose,
+                 "progress: auto (bar on a terminal, else a line per epoch), 0, 1 or 2")
+      ->check(CLI::IsMember({"auto", "0", "1", "2"}))
+      ->capture_default_str();
+  if (what == OptionSet::train) {
+    app.add_option("--metrics-json", o.metrics_json, "write the run's metrics to this JSON file");
+  }
+}
+
+std::vector<std::string> split_list(const std::string& text, const std::string& option) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) {
+      throw UsageError(option + " expects a comma-separated list without empty items, got '" +
+                       text + "'");
+    }
+    items.push_back(item);
+  }
+  if (items.empty()) throw UsageError(option + " expects at least one item");
+  return items;
+}
+
+void check_policy_name(const std::string& name) {
+  if (!contains(mixed_precision::Policy::valid_names(), name)) {
+    throw UsageError("unknown policy '" + name +
+                     "'; valid policies: " + join(mixed_precision::Policy::valid_names()));
+  }
+}
+
+DatasetSpec parse_dataset(const std::string& spec) {
+  const auto colon = spec.find(':');
+  DatasetSpec out;
+  out.name = spec.substr(0, colon);
+  if (!contains(kDatasets, out.name)) {
+    throw UsageError("unknown dataset '" + out.name + "'; valid datasets: " + join(kDatasets) +
+                     " (optionally NAME:DIR)");
+  }
+  out.dir = colon == std::string::npos ? data::default_fashion_mnist_dir() : spec.substr(colon + 1);
+  if (out.dir.empty()) throw UsageError("--dataset " + spec + ": the directory after ':' is empty");
+  return out;
+}
+
+void check_options(const TrainOptions& o) {
+  if (!contains(kModels, o.model)) {
+    throw UsageError("unknown model '" + o.model + "'; valid models: " + join(kModels));
+  }
+  if (o.units && *o.units <= 0) {
+    throw UsageError("--units must be positive, got " + std::to_string(*o.units));
+  }
+  if (o.hidden_layers < 0) {
+    throw UsageError("--hidden-layers must be >= 0, got " + std::to_string(o.hidden_layers));
+  }
+  if (o.batch_size && *o.batch_size <= 0) {
+    throw UsageError("--batch-size must be positive, got " + std::to_string(*o.batch_size));
+  }
+  if (o.epochs < 0) {
+    throw UsageError("--epochs must be >= 0, got " + std::to_string(o.epochs));
+  }
+  if (o.learning_rate && !(*o.learning_rate > 0.0)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", *o.learning_rate);
+    throw UsageError(std::string("--learning-rate must be positive, got ") + text);
+  }
+  if (!(o.validation_split >= 0.0 && o.validation_split < 1.0)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", o.validation_split);
+    throw UsageError(std::string("--validation-split must be in [0, 1), got ") + text);
+  }
+  check_policy_name(o.policy);
+  parse_dataset(o.dataset);
+}
+
+ResolvedDevice resolve_device(DeviceChoice choice) {
+  const auto devices = list_physical_devices();
+  const PhysicalDevice* cpu = nullptr;
+  for (const auto& d : devices) {
+    if (d.kind == "CPU") cpu = &d;
+  }
+  const ResolvedDevice on_cpu{Device::cpu(), cpu ? cpu->name : "unknown", false};
+  if (choice == DeviceChoice::cpu) return on_cpu;
+  if (choice == DeviceChoice::cuda) {
+    if (!MIXPREC_HAVE_CUDA) {
+      throw DeviceError("this build of mixprec has no CUDA backend; use --device cpu");
+    }
+    if (list_physical_devices("GPU").empty()) {
+      throw DeviceError(
+          "--device cuda: no usable CUDA GPU was found (check the driver with nvidia-smi); use "
+          "--device cpu");
+    }
+    // The training loop places models and data on the CPU only; the CUDA backend's training
+    // path arrives with the CUDA issue.
+    throw DeviceError(
+        "--device cuda: training on a CUDA GPU is not supported by mixprec yet; use "
+        "--device cpu");
+  }
+  // automatic: the CPU until the CUDA training path exists (see above).
+  return on_cpu;
+}
+
+std::int64_t default_units(const ResolvedDevice& device) { return device.is_gpu ? 4096 : 512; }
+std::int64_t default_batch_size(const ResolvedDevice& device) { return device.is_gpu ? 8192 : 256; }
+
+DeviceChoice device_choice(const std::string& text) {
+  if (text == "cpu") return DeviceChoice::cpu;
+  if (text == "cuda") return DeviceChoice::cuda;
+  return DeviceChoice::automatic;  // "auto" (the parser admits nothing else)
+}
+
+Loop loop_choice(const std::string& text) { return text == "custom" ? Loop::custom : Loop::fit; }
+
+Verbosity parse_verbosity(const std::string& text) {
+  if (text == "0") return Verbosity::silent;
+  if (text == "1") return Verbosity::progress_bar;
+  if (text == "2") return Verbosity::one_line_per_epoch;
+  return Verbosity::automatic;
+}
+
+optimizers::Optimizer make_optimizer(const std::string& name, std::optional<double> lr) {
+  std::string lower;
+  for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (!lr) return optimizers::get(lower);
+  if (lower == "sgd") return optimizers::SGD({.learning_rate = *lr});
+  if (lower == "adam") return optimizers::Adam({.learning_rate = *lr});
+  if (lower == "adamw") return optimizers::AdamW({.learning_rate = *lr});
+  if (lower == "rmsprop") return optimizers::RMSprop({.learning_rate = *lr});
+  return optimizers::get(lower);  // throws ValueError listing the valid names
+}
+
+}  // namespace mixprec::cli

@@ -1,0 +1,87 @@
+// Options shared by `mixprec train`, `compare` and `bench`: what the user typed (TrainOptions),
+// checked after parsing (usage errors, exit 2), then resolved against the machine (device-dependent
+// defaults, the CUDA check) into what a run needs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mixprec/mixprec.h"
+
+namespace mixprec::cli {
+
+// A bad command line that CLI11 cannot see (a batch size of 0, an unknown policy name): main()
+// prints "error: <message>" and exits 2, like CLI11's own parse errors.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DeviceChoice { automatic, cpu, cuda };
+enum class Loop { fit, custom };
+
+// Everything `train` takes (and `compare`, with several policies; `bench` uses a subset).
+struct TrainOptions {
+  std::string model = "mlp";
+  std::optional<std::int64_t> units;  // default: 4096 on a GPU, 512 on the CPU
+  int hidden_layers = 2;
+  std::string dataset = "fashion_mnist";  // "fashion_mnist" or "fashion_mnist:DIR"
+  std::string policy = "float32";
+  int epochs = 5;
+  std::optional<std::int64_t> batch_size;  // default: 8192 on a GPU, 256 on the CPU
+  std::string optimizer = "rmsprop";
+  std::optional<double> learning_rate;  // default: the optimizer's Keras default
+  std::string loop = "fit";             // fit or custom (loop_choice())
+  // Seed 001 trains with validation_split=0.2; so does mixprec train by default, so that the
+  // progress shows val_loss / val_accuracy as in the guide. 0 trains on all 60,000 samples.
+  double validation_split = 0.2;
+  std::uint64_t seed = 42;
+  std::string device = "auto";   // auto, cpu or cuda (device_choice())
+  std::string verbose = "auto";  // auto, 0, 1, 2 (Keras fit verbosity)
+  std::string metrics_json;      // train: write the run's metrics here
+};
+
+// Adds the options of `train` to `app` (compare and bench add a subset by passing `what`).
+enum class OptionSet { train, compare, bench };
+void add_common_options(CLI::App& app, TrainOptions& options, OptionSet what);
+
+// Usage checks CLI11 does not do: positive batch size, non-negative epochs, a known model, policy
+// and dataset, validation split in [0, 1). Throws UsageError.
+void check_options(const TrainOptions& options);
+// The names --policy accepts (Policy::valid_names()) and a UsageError for any other.
+void check_policy_name(const std::string& name);
+// "a,b,c" -> {"a", "b", "c"}; empty items are a UsageError naming the option.
+std::vector<std::string> split_list(const std::string& text, const std::string& option);
+
+struct DatasetSpec {
+  std::string name;  // "fashion_mnist"
+  std::string dir;
+};
+DatasetSpec parse_dataset(const std::string& spec);
+
+// The device a run uses. cuda in a build without the CUDA backend is a DeviceError ("this build of
+// mixprec has no CUDA backend"); automatic is the CPU unless a usable GPU is present.
+struct ResolvedDevice {
+  Device device;
+  std::string name;  // the physical device's name ("AMD EPYC ...")
+  bool is_gpu = false;
+};
+ResolvedDevice resolve_device(DeviceChoice choice);
+
+// Device-dependent defaults (DESIGN §1, seed 001): a GPU gets the guide's 4096 units and batch
+// 8192; the CPU gets 512 units and batch 256 so that an epoch of Fashion-MNIST takes seconds.
+std::int64_t default_units(const ResolvedDevice& device);
+std::int64_t default_batch_size(const ResolvedDevice& device);
+
+Verbosity parse_verbosity(const std::string& text);
+DeviceChoice device_choice(const std::string& text);
+Loop loop_choice(const std::string& text);
+
+// The optimizer by name with the learning rate, if given (else the Keras default).
+optimizers::Optimizer make_optimizer(const std::string& name, std::optional<double> learning_rate);
+
+}  // namespace mixprec::cli

@@ -1,0 +1,54 @@
+// One training run, as `mixprec train` does it and `mixprec compare` repeats it per policy: build
+// the model under a policy, train (fit or the custom loop), evaluate on the test set, and collect
+// what the reports need (per-epoch log, step times, memory, loss scaling).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "mixprec/mixprec.h"
+#include "options.h"
+
+namespace mixprec::cli {
+
+// The options with every device-dependent default filled in.
+struct RunConfig {
+  TrainOptions options;
+  ResolvedDevice device;
+  std::string policy;  // this run's policy (compare runs one config per policy)
+  std::int64_t units = 0;
+  std::int64_t batch_size = 0;
+  DatasetSpec dataset;
+  Verbosity verbose = Verbosity::automatic;
+  std::string command;  // the command line, for the JSON
+};
+
+// Checks nothing the parser checked; resolves the device (DeviceError for an unusable one) and the
+// defaults that depend on it.
+RunConfig resolve_config(const TrainOptions& options, const std::string& command);
+
+// Loads the dataset named by config.dataset (DataError with an install hint when it is missing).
+data::FashionMnist load_dataset(const DatasetSpec& dataset);
+
+struct RunResult {
+  RunConfig config;
+  std::int64_t params = 0;
+  std::int64_t train_samples = 0, validation_samples = 0, test_samples = 0;
+  double learning_rate = 0.0;
+  History history;
+  double test_loss = 0.0, test_accuracy = 0.0;
+  // mixprec::memory_stats(cpu): tensor bytes alive when the run started (the loaded data set) and
+  // the peak during the run (model, optimizer slots, activations and gradients on top of that).
+  std::int64_t data_memory_bytes = 0;
+  std::int64_t peak_memory_bytes = 0;
+  std::optional<double> final_loss_scale;  // only with a LossScaleOptimizer (mixed_float16)
+  std::int64_t skipped_steps = 0;
+  double total_seconds = 0.0;  // build + train + evaluate
+};
+
+// Runs one policy on `data`: sets the seed and the global policy (restored afterwards), builds a
+// fresh model, trains, evaluates. Prints the progress (config.verbose) and nothing else.
+RunResult run_training(const RunConfig& config, const data::FashionMnist& data);
+
+}  // namespace mixprec::cli
