@@ -1,0 +1,177 @@
+#include "backend/cpu/dnnl_context.h"
+
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <utility>
+
+#include "mixprec/error.h"
+
+namespace mixprec::cpu {
+
+namespace {
+
+// Enough for every (layer, batch size, pass) of a large model; beyond it the least recently used
+// primitive is dropped (oneDNN compiles a new one in about a millisecond).
+constexpr std::size_t kCacheCapacity = 1024;
+
+std::atomic<Bf16Matmul> g_bf16_path{Bf16Matmul::when_available};
+
+// The cache key: every integer of the geometry in one flat vector (rank, dims, strides, data type
+// of src, weights and dst in turn).
+using Key = std::vector<std::int64_t>;
+
+struct KeyHash {
+  std::size_t operator()(const Key& key) const {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit words
+    for (std::int64_t v : key) {
+      h ^= static_cast<std::uint64_t>(v);
+      h *= 1099511628211ull;
+    }
+    return static_cast<std::size_t>(h);
+  }
+};
+
+void append(Key& key, const MatmulGeometry::Operand& operand) {
+  key.push_back(static_cast<std::int64_t>(operand.dims.size()));
+  key.insert(key.end(), operand.dims.begin(), operand.dims.end());
+  key.insert(key.end(), operand.strides.begin(), operand.strides.end());
+  key.push_back(static_cast<std::int64_t>(operand.data_type));
+}
+
+std::string describe(const MatmulGeometry::Operand& operand) {
+  std::ostringstream os;
+  os << "dims (";
+  for (std::size_t i = 0; i < operand.dims.size(); ++i) os << (i ? ", " : "") << operand.dims[i];
+  os << ") strides (";
+  for (std::size_t i = 0; i < operand.strides.size(); ++i) {
+    os << (i ? ", " : "") << operand.strides[i];
+  }
+  os << ") " << dnnl_dt2str(static_cast<dnnl_data_type_t>(operand.data_type));
+  return os.str();
+}
+
+dnnl::memory::desc make_desc(const MatmulGeometry::Operand& operand) {
+  return dnnl::memory::desc(dnnl::memory::dims(operand.dims.begin(), operand.dims.end()),
+                            operand.data_type,
+                            dnnl::memory::dims(operand.strides.begin(), operand.strides.end()));
+}
+
+class PrimitiveCache {
+ public:
+  std::shared_ptr<const MatmulPrimitive> get(const MatmulGeometry& geometry) {
+    Key key;
+    key.reserve(3 * (1 + 2 * geometry.src.dims.size() + 1));
+    append(key, geometry.src);
+    append(key, geometry.weights);
+    append(key, geometry.dst);
+
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      ++hits_;
+      lru_.splice(lru_.begin(), lru_, it->second);  // most recently used goes to the front
+      return it->second->second;
+    }
+    // Created under the lock: two threads asking for the same new shape compile it once.
+    auto created = create(geometry);
+    ++misses_;
+    if (created->implementation.rfind("ref", 0) == 0) ++reference_implementations_;
+    lru_.emplace_front(key, created);
+    index_.emplace(std::move(key), lru_.begin());
+    if (lru_.size() > kCacheCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return created;
+  }
+
+  PrimitiveCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {lru_.size(), kCacheCapacity, hits_, misses_, reference_implementations_};
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.clear();
+    lru_.clear();
+  }
+
+ private:
+  static std::shared_ptr<const MatmulPrimitive> create(const MatmulGeometry& geometry) {
+    auto result = std::make_shared<MatmulPrimitive>();
+    try {
+      result->src = make_desc(geometry.src);
+      result->weights = make_desc(geometry.weights);
+      result->dst = make_desc(geometry.dst);
+      dnnl::primitive_attr attr;
+      // The caller allocates the scratchpad through the mixprec allocator, so it shows up in
+      // memory_stats() and concurrent calls of one primitive never share a buffer.
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::desc desc(result->src, result->weights, result->dst);
+      dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
+      result->scratchpad_bytes = pd.scratchpad_desc().get_size();
+      result->implementation = pd.impl_info_str();
+      result->primitive = dnnl::matmul(pd);
+    } catch (const dnnl::error& e) {
+      throw Error("matmul: oneDNN cannot create a primitive for src " + describe(geometry.src) +
+                  ", weights " + describe(geometry.weights) + ", dst " + describe(geometry.dst) +
+                  ": " + e.what());
+    }
+    return result;
+  }
+
+  using Entry = std::pair<Key, std::shared_ptr<const MatmulPrimitive>>;
+  std::mutex mutex_;
+  std::list<Entry> lru_;
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+  std::int64_t hits_ = 0, misses_ = 0, reference_implementations_ = 0;
+};
+
+PrimitiveCache& cache() {
+  static PrimitiveCache instance;
+  return instance;
+}
+
+}  // namespace
+
+dnnl::engine& dnnl_engine() {
+  // A function-local static: initialised once, thread-safely, on first use.
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::stream& dnnl_stream() {
+  thread_local dnnl::stream stream(dnnl_engine());
+  return stream;
+}
+
+bool cpu_has_native_bf16() {
+  static const bool native = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+    // The ISA values are bit sets; every ISA at or above avx512_core_bf16 (AMX included)
+    // contains all of its bits.
+    return (isa & bf16) == bf16;
+  }();
+  return native;
+}
+
+Bf16Matmul set_bf16_matmul_path(Bf16Matmul path) { return g_bf16_path.exchange(path); }
+
+bool use_native_bf16() {
+  return cpu_has_native_bf16() && g_bf16_path.load() == Bf16Matmul::when_available;
+}
+
+std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatmulGeometry& geometry) {
+  return cache().get(geometry);
+}
+
+PrimitiveCacheStats matmul_cache_stats() { return cache().stats(); }
+
+void clear_matmul_cache() { cache().clear(); }
+
+}  // namespace mixprec::cpu

@@ -1,0 +1,69 @@
+// The process-wide oneDNN CPU context: one engine (created on first use), one stream per thread on
+// it (a dnnl::stream must not be used by two threads at once), and a cache of compiled matmul
+// primitives keyed by the full geometry of the call, so a training loop that repeats its shapes
+// compiles each primitive once. Everything here is thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+#include <vector>
+
+namespace mixprec::cpu {
+
+dnnl::engine& dnnl_engine();
+// This thread's stream on dnnl_engine() (in-order; the CPU engine executes synchronously with the
+// OpenMP runtime, stream.wait() is still called after each primitive for clarity).
+dnnl::stream& dnnl_stream();
+
+// True when oneDNN runs bfloat16 matmuls natively on this CPU (AVX512_BF16 or AMX): its
+// effective ISA is avx512_core_bf16 or better. Computed once.
+bool cpu_has_native_bf16();
+
+// Whether bfloat16 matmuls use the native oneDNN bf16 primitive (when the CPU has it) or the
+// convert-to-float32 path. The default is `when_available`; tests and benchmarks switch to
+// `convert_to_float32` to exercise and measure the fallback on a CPU that has native bf16.
+enum class Bf16Matmul { when_available, convert_to_float32 };
+// Returns the previous setting. Process-wide; not meant to be flipped while matmuls run.
+Bf16Matmul set_bf16_matmul_path(Bf16Matmul path);
+// cpu_has_native_bf16() and the setting allows it.
+bool use_native_bf16();
+
+// The geometry of one matmul call as oneDNN sees it: src (..., M, K), weights (..., K, N),
+// dst (..., M, N), all of the same rank, batch extents equal or 1 (broadcast), strides in elements.
+// Transposes and leading dimensions are part of the strides.
+struct MatmulGeometry {
+  struct Operand {
+    std::vector<std::int64_t> dims;
+    std::vector<std::int64_t> strides;
+    dnnl::memory::data_type data_type;
+  };
+  Operand src, weights, dst;
+};
+
+struct MatmulPrimitive {
+  dnnl::matmul primitive;
+  dnnl::memory::desc src, weights, dst;
+  std::size_t scratchpad_bytes = 0;  // the caller provides the scratchpad (user mode)
+  std::string implementation;        // oneDNN's name for the kernel, e.g. "brg:avx512_core"
+};
+
+// The compiled primitive for `geometry`, created on the first request and reused afterwards.
+// Throws mixprec::Error naming the geometry when oneDNN cannot build it.
+std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatmulGeometry& geometry);
+
+struct PrimitiveCacheStats {
+  std::size_t size = 0;      // primitives held now
+  std::size_t capacity = 0;  // least recently used entries are evicted beyond this
+  std::int64_t hits = 0;
+  std::int64_t misses = 0;  // = primitives created
+  // Primitives for which oneDNN chose its reference ("ref:...") kernel: a sign that a layout
+  // reached oneDNN that its fast kernels do not take. The matmul keeps this at zero.
+  std::int64_t reference_implementations = 0;
+};
+PrimitiveCacheStats matmul_cache_stats();
+void clear_matmul_cache();
+
+}  // namespace mixprec::cpu
