@@ -1,5 +1,6 @@
 #include "backend/cpu/cast.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -17,8 +18,43 @@ constexpr bool fits_float = !std::is_same_v<T, double> && !std::is_same_v<T, std
                             !std::is_same_v<T, std::int64_t>;
 }  // namespace
 
+namespace {
+// Contiguous float32 <-> float16/bfloat16: one bulk conversion per block, no staging copy (the
+// weight casts of every mixed-precision step take this path).
+template <typename From, typename To>
+void convert_contiguous(const Tensor& x, Tensor& out) {
+  const From* in = static_cast<const From*>(x.data_ptr());
+  To* o = static_cast<To*>(out.data_ptr());
+  const std::int64_t n = x.numel();
+  constexpr std::int64_t kBlock = 1 << 14;
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t start = b * kBlock;
+    convert(in + start, o + start, static_cast<std::size_t>(std::min(kBlock, n - start)));
+  }
+}
+
+bool bulk_convert(const Tensor& x, Tensor& out) {
+  if (!x.is_contiguous()) return false;
+  const DType from = x.dtype(), to = out.dtype();
+  if (from == DType::float32 && to == DType::float16)
+    convert_contiguous<float, float16>(x, out);
+  else if (from == DType::float32 && to == DType::bfloat16)
+    convert_contiguous<float, bfloat16>(x, out);
+  else if (from == DType::float16 && to == DType::float32)
+    convert_contiguous<float16, float>(x, out);
+  else if (from == DType::bfloat16 && to == DType::float32)
+    convert_contiguous<bfloat16, float>(x, out);
+  else
+    return false;
+  return true;
+}
+}  // namespace
+
 Tensor cast(const Tensor& x, DType dtype) {
   Tensor out = core::make_tensor(x.shape(), dtype, x.device());
+  if (bulk_convert(x, out)) return out;
   core::dispatch_dtype(x.dtype(), [&]<typename In>() {
     core::dispatch_dtype(dtype, [&]<typename Out>() {
       if constexpr (std::is_integral_v<In> && std::is_integral_v<Out> &&
