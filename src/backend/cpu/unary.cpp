@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/vector_math.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
 
@@ -28,7 +29,8 @@ C forward_value(UnaryOp op, C x) {
     case UnaryOp::relu6: return std::isnan(x) ? x : std::min(std::max(x, C(0)), C(6));
     case UnaryOp::sigmoid:
       // Split by sign so exp never overflows: for x < 0, e^x / (1 + e^x).
-      if (x >= C(0)) return C(1) / (C(1) + std::exp(-x));
+      if (x >= C(0))
+        return C(1) / (C(1) + std::exp(-x));
       else {
         const C e = std::exp(x);
         return e / (C(1) + e);
@@ -65,8 +67,8 @@ C derivative(UnaryOp op, C x, C y) {
     }
     case UnaryOp::gelu_tanh: {
       const C t = std::tanh(C(kGeluTanhScale) * (x + C(kGeluTanhCubic) * x * x * x));
-      return C(0.5) * (C(1) + t) +
-             C(0.5) * x * (C(1) - t * t) * C(kGeluTanhScale) * (C(1) + C(3 * kGeluTanhCubic) * x * x);
+      return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * C(kGeluTanhScale) *
+                                       (C(1) + C(3 * kGeluTanhCubic) * x * x);
     }
     case UnaryOp::silu: {
       const C s = forward_value(UnaryOp::sigmoid, x);
@@ -86,8 +88,16 @@ void forward_chunk(UnaryOp op, C* out, const C* x, std::int64_t n) {
       return;
     case UnaryOp::relu:
 #pragma omp simd
-      for (std::int64_t i = 0; i < n; ++i) out[i] = x[i] > C(0) ? x[i] : (x[i] != x[i] ? x[i] : C(0));
+      for (std::int64_t i = 0; i < n; ++i)
+        out[i] = x[i] > C(0) ? x[i] : (x[i] != x[i] ? x[i] : C(0));
       return;
+    case UnaryOp::exp:
+      if constexpr (std::is_same_v<C, float>) {
+#pragma omp simd
+        for (std::int64_t i = 0; i < n; ++i) out[i] = exp_float(x[i]);
+        return;
+      }
+      [[fallthrough]];
     default:
       for (std::int64_t i = 0; i < n; ++i) out[i] = forward_value(op, x[i]);
   }
@@ -99,7 +109,8 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   Tensor out = core::make_tensor(x.shape(), x.dtype(), x.device());
   core::dispatch_floating(x.dtype(), "unary op", [&]<typename T>() {
     using C = core::compute_t<T>;
-    map_elementwise<C, T, T>({&x}, out, [op](C* o, const C* v, std::int64_t n) { forward_chunk(op, o, v, n); });
+    map_elementwise<C, T, T>(
+        {&x}, out, [op](C* o, const C* v, std::int64_t n) { forward_chunk(op, o, v, n); });
   });
   return out;
 }

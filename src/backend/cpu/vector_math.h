@@ -1,0 +1,44 @@
+// Elementwise float math written so that the compiler vectorises it (glibc's expf is a scalar call
+// that keeps exp-heavy kernels far below memory bandwidth).
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace mixprec::cpu {
+
+// exp(x) for float, within 2 ulp of the correctly rounded value over the whole range: x = k ln2 + r
+// with k = round(x / ln2) and r reduced in two steps (Cody-Waite, ln2 split into an exactly
+// representable high part and a correction), exp(r) for |r| <= ln2/2 by its degree-7 Taylor
+// polynomial (truncation error < 3e-9 relative), then scaled by 2^k as two exact power-of-two
+// factors so results down to the subnormals round once. Overflow gives inf, underflow 0, NaN stays.
+inline float exp_float(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;     // 8 significant bits: k * kLn2Hi is exact
+  constexpr float kLn2Lo = -2.12194440e-4f;  // ln2 - kLn2Hi
+  const bool is_nan = x != x;
+  float v = is_nan ? 0.0f : x;
+  v = v < -104.0f ? -104.0f : (v > 89.0f ? 89.0f : v);  // beyond these exp is 0 or inf anyway
+  // Round to nearest by adding and subtracting 1.5 * 2^23 (vectorises, unlike nearbyint).
+  constexpr float kRound = 12582912.0f;
+  const float k = (v * kLog2e + kRound) - kRound;
+  const float r = (v - k * kLn2Hi) - k * kLn2Lo;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  // 2^k = 2^k1 * 2^k2 with both halves in the normal exponent range (k in [-150, 129]).
+  const auto ki = static_cast<std::int32_t>(k);
+  const std::int32_t k1 = ki / 2, k2 = ki - k1;
+  const float s1 = std::bit_cast<float>(static_cast<std::uint32_t>(k1 + 127) << 23);
+  const float s2 = std::bit_cast<float>(static_cast<std::uint32_t>(k2 + 127) << 23);
+  const float result = p * s1 * s2;
+  return is_nan ? x : result;
+}
+
+}  // namespace mixprec::cpu
