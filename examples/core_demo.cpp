@@ -49,7 +49,8 @@ double train(const Data& train_set, const Data& test_set, mp::DType compute, int
       std::printf("  %-8s epoch %3d  loss %.4f  (logits %s, grad of w %s)%s\n",
                   std::string(mp::dtype_name(compute)).c_str(), epoch, loss.item(),
                   std::string(mp::dtype_name(logits.dtype())).c_str(),
-                  std::string(mp::dtype_name(grads[0].dtype())).c_str(), finite ? "" : "  [skipped]");
+                  std::string(mp::dtype_name(grads[0].dtype())).c_str(),
+                  finite ? "" : "  [skipped]");
     }
   }
   mp::NoGradScope no_grad;
@@ -64,8 +65,10 @@ int main() {
   std::printf("softmax classifier, 4096 samples of 64 features, full-batch gradient descent\n");
   const double acc32 = train(train_set, test_set, mp::kFloat32, 50);
   const double acc16 = train(train_set, test_set, mp::kFloat16, 50);
-  std::printf("test accuracy: float32 %.4f, float16 compute with float32 masters %.4f\n", acc32, acc16);
+  std::printf("test accuracy: float32 %.4f, float16 compute with float32 masters %.4f\n", acc32,
+              acc16);
   const auto stats = mp::memory_stats(mp::Device::cpu());
-  std::printf("peak host memory held by tensors: %.1f MiB\n", static_cast<double>(stats.peak_bytes) / (1 << 20));
+  std::printf("peak host memory held by tensors: %.1f MiB\n",
+              static_cast<double>(stats.peak_bytes) / (1 << 20));
   return 0;
 }

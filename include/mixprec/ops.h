@@ -67,7 +67,8 @@ Tensor log_softmax(const Tensor& x, int axis = -1);
 // ---- linear algebra ----
 enum class Transpose { no, yes };
 // (..., M, K) x (..., K, N) -> (..., M, N), transposes applied to the last two axes first. Batch
-// axes broadcast. float16/bfloat16 accumulate in float32 (compute in float32, rounded once on store).
+// axes broadcast. float16/bfloat16 accumulate in float32 (compute in float32, rounded once on
+// store).
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a = Transpose::no,
               Transpose transpose_b = Transpose::no);
 
@@ -83,7 +84,8 @@ Tensor cast(const Tensor& x, DType dtype);
 Tensor reshape(const Tensor& x, const Shape& shape);
 Tensor transpose(const Tensor& x, int axis0, int axis1);
 Tensor permute(const Tensor& x, const std::vector<int>& axes);
-Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop, std::int64_t step = 1);
+Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop,
+             std::int64_t step = 1);
 Tensor concat(const std::vector<Tensor>& tensors, int axis);
 // Sums `x` down to `shape` (the inverse of broadcasting `shape` up to x.shape()).
 Tensor sum_to(const Tensor& x, const Shape& shape);

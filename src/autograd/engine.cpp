@@ -46,9 +46,10 @@ std::vector<Node*> topological_order(Node* root) {
 
 Tensor initial_gradient(const Tensor& output, const Tensor& output_gradient, const char* who) {
   if (!output.requires_grad()) {
-    throw AutogradError(std::string(who) +
-                        ": the tensor does not require a gradient (no input of the ops that made it "
-                        "requires_grad, or it was computed inside a NoGradScope)");
+    throw AutogradError(
+        std::string(who) +
+        ": the tensor does not require a gradient (no input of the ops that made it "
+        "requires_grad, or it was computed inside a NoGradScope)");
   }
   if (!output_gradient.defined()) {
     if (output.numel() != 1) {
@@ -58,9 +59,10 @@ Tensor initial_gradient(const Tensor& output, const Tensor& output_gradient, con
     return ones(output.shape(), {.dtype = output.dtype(), .device = output.device()});
   }
   if (output_gradient.shape() != output.shape() || output_gradient.dtype() != output.dtype()) {
-    throw AutogradError(std::string(who) + ": gradient " + output_gradient.shape().to_string() + " " +
-                        std::string(dtype_name(output_gradient.dtype())) + " does not match output " +
-                        output.shape().to_string() + " " + std::string(dtype_name(output.dtype())));
+    throw AutogradError(std::string(who) + ": gradient " + output_gradient.shape().to_string() +
+                        " " + std::string(dtype_name(output_gradient.dtype())) +
+                        " does not match output " + output.shape().to_string() + " " +
+                        std::string(dtype_name(output.dtype())));
   }
   return output_gradient;
 }

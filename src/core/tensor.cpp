@@ -63,7 +63,9 @@ Tensor make_view(const Tensor& base, const Shape& shape, std::vector<std::int64_
 
 const Shape& Tensor::shape() const { return checked(impl_).shape; }
 int Tensor::rank() const { return shape().rank(); }
-std::int64_t Tensor::dim(int axis) const { return shape()[normalize_axis(axis, rank(), "Tensor::dim")]; }
+std::int64_t Tensor::dim(int axis) const {
+  return shape()[normalize_axis(axis, rank(), "Tensor::dim")];
+}
 std::int64_t Tensor::numel() const { return shape().numel(); }
 const std::vector<std::int64_t>& Tensor::strides() const { return checked(impl_).strides; }
 std::int64_t Tensor::offset() const { return checked(impl_).offset; }
@@ -83,7 +85,8 @@ bool Tensor::is_contiguous() const {
 
 void* Tensor::data_ptr() {
   const auto& impl = checked(impl_);
-  return static_cast<char*>(impl.storage->data()) + impl.offset * static_cast<std::int64_t>(dtype_size(impl.dtype));
+  return static_cast<char*>(impl.storage->data()) +
+         impl.offset * static_cast<std::int64_t>(dtype_size(impl.dtype));
 }
 const void* Tensor::data_ptr() const { return const_cast<Tensor*>(this)->data_ptr(); }
 
@@ -100,8 +103,9 @@ bool Tensor::requires_grad() const { return checked(impl_).requires_grad; }
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   checked(impl_);
   if (impl_->grad_fn) {
-    throw AutogradError("set_requires_grad: only leaf tensors can be marked; this tensor was produced by " +
-                        impl_->grad_fn->name() + " (use detach() first)");
+    throw AutogradError(
+        "set_requires_grad: only leaf tensors can be marked; this tensor was produced by " +
+        impl_->grad_fn->name() + " (use detach() first)");
   }
   if (requires_grad && !is_floating(impl_->dtype)) {
     throw DTypeError("set_requires_grad: only floating tensors can require gradients, got " +
@@ -141,7 +145,8 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return checked(
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  if (!device().is_cpu()) throw DeviceError("contiguous: only CPU tensors are supported in this build");
+  if (!device().is_cpu())
+    throw DeviceError("contiguous: only CPU tensors are supported in this build");
   // A differentiable copy: the gradient of a copy is the gradient itself, reshaped to the view.
   Tensor out = core::make_tensor(shape(), dtype(), device());
   cpu::strided_to_contiguous(data_ptr(), shape(), strides(), dtype_size(dtype()), out.data_ptr());

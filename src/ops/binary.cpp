@@ -1,10 +1,11 @@
 // Broadcasting binary arithmetic: forward through cpu::binary, backward composed of ops and
 // reduced back to each operand's shape with sum_to.
+#include "backend/cpu/binary.h"
+
 #include <cmath>
 #include <utility>
 
 #include "autograd/node.h"
-#include "backend/cpu/binary.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
 #include "mixprec/ops.h"
@@ -64,7 +65,8 @@ struct BinaryBackward final : autograd::Node {
         // d/da = b * a^(b-1); d/db = a^b * log(a), taken as 0 where a <= 0 (log undefined there).
         ga = mul(g, mul(b, pow(a, sub(b, ones_like(b)))));
         const Tensor zero = zeros_like(a);
-        const Tensor safe_log = where(greater(a, zero), log(where(greater(a, zero), a, ones_like(a))), zero);
+        const Tensor safe_log =
+            where(greater(a, zero), log(where(greater(a, zero), a, ones_like(a))), zero);
         gb = mul(g, mul(out, safe_log));
         break;
       }

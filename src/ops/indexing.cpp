@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backend/cpu/elementwise.h"
+#include "core/axis_layout.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
@@ -19,18 +20,8 @@ namespace {
 
 // ---- argmax ----
 
-// A contiguous tensor seen as (outer, length, inner) around the reduced axis.
-struct AxisLayout {
-  std::int64_t outer = 1, length = 1, inner = 1;
-};
-
-AxisLayout layout_of(const Shape& shape, int axis) {
-  AxisLayout a;
-  for (int i = 0; i < axis; ++i) a.outer *= shape[i];
-  a.length = shape[axis];
-  for (int i = axis + 1; i < shape.rank(); ++i) a.inner *= shape[i];
-  return a;
-}
+using core::AxisLayout;
+using core::layout_of;
 
 template <typename T>
 inline constexpr bool is_float_storage_v = std::is_floating_point_v<T> || core::is_half_v<T>;

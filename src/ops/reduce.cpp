@@ -1,8 +1,9 @@
 // Reductions (sum, mean, max) and the broadcast pair sum_to / broadcast_to.
+#include "backend/cpu/reduce.h"
+
 #include <algorithm>
 
 #include "autograd/node.h"
-#include "backend/cpu/reduce.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
@@ -18,7 +19,8 @@ std::vector<bool> axis_mask(const char* op, const Tensor& x, const std::vector<i
   std::vector<bool> mask(static_cast<std::size_t>(x.rank()), axes.empty());
   for (int axis : axes) {
     const auto a = static_cast<std::size_t>(normalize_axis(axis, x.rank(), op));
-    if (mask[a]) throw ShapeError(std::string(op) + ": axis " + std::to_string(axis) + " listed twice");
+    if (mask[a])
+      throw ShapeError(std::string(op) + ": axis " + std::to_string(axis) + " listed twice");
     mask[a] = true;
   }
   return mask;
@@ -27,8 +29,10 @@ std::vector<bool> axis_mask(const char* op, const Tensor& x, const std::vector<i
 Shape reduced_shape(const Shape& shape, const std::vector<bool>& mask, KeepDims keep) {
   std::vector<std::int64_t> dims;
   for (int i = 0; i < shape.rank(); ++i) {
-    if (!mask[static_cast<std::size_t>(i)]) dims.push_back(shape[i]);
-    else if (keep == KeepDims::yes) dims.push_back(1);
+    if (!mask[static_cast<std::size_t>(i)])
+      dims.push_back(shape[i]);
+    else if (keep == KeepDims::yes)
+      dims.push_back(1);
   }
   return Shape(dims);
 }
@@ -106,7 +110,9 @@ Tensor reduce_op(cpu::ReduceOp op, const char* name, const Tensor& x, const std:
 
 struct SumToBackward final : autograd::Node {
   Shape input_shape;
-  std::vector<Tensor> backward(const Tensor& g) override { return {broadcast_to(g, input_shape).contiguous()}; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    return {broadcast_to(g, input_shape).contiguous()};
+  }
   std::string name() const override { return "SumToBackward"; }
 };
 
@@ -132,7 +138,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   ops::check_floating("sum_to", x);
   if (x.shape() == shape) return x;
   if (broadcast_shapes(shape, x.shape(), "sum_to") != x.shape()) {
-    throw ShapeError("sum_to: shape " + shape.to_string() + " does not broadcast to " + x.shape().to_string());
+    throw ShapeError("sum_to: shape " + shape.to_string() + " does not broadcast to " +
+                     x.shape().to_string());
   }
   // Reduce the leading axes x has beyond `shape` and the axes where `shape` has extent 1.
   const int lead = x.rank() - shape.rank();
@@ -158,7 +165,8 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   std::vector<std::int64_t> strides(static_cast<std::size_t>(shape.rank()), 0);
   const int lead = shape.rank() - x.rank();
   for (int i = 0; i < x.rank(); ++i) {
-    if (x.shape()[i] != 1) strides[static_cast<std::size_t>(i + lead)] = x.strides()[static_cast<std::size_t>(i)];
+    if (x.shape()[i] != 1)
+      strides[static_cast<std::size_t>(i + lead)] = x.strides()[static_cast<std::size_t>(i)];
   }
   Tensor out = core::make_view(x, shape, strides, x.offset());
   if (!autograd::needs_record({&x})) return out;

@@ -20,7 +20,8 @@ Shape infer_shape(const Tensor& x, const Shape& requested) {
   std::vector<std::int64_t> dims(requested.begin(), requested.end());
   for (int i = 0; i < requested.rank(); ++i) {
     if (dims[static_cast<std::size_t>(i)] == -1) {
-      if (inferred >= 0) throw ShapeError("reshape: only one extent may be -1, got " + requested.to_string());
+      if (inferred >= 0)
+        throw ShapeError("reshape: only one extent may be -1, got " + requested.to_string());
       inferred = i;
     } else if (dims[static_cast<std::size_t>(i)] < 0) {
       throw ShapeError("reshape: negative extent in " + requested.to_string());
@@ -30,15 +31,16 @@ Shape infer_shape(const Tensor& x, const Shape& requested) {
   }
   if (inferred >= 0) {
     if (known == 0 || x.numel() % known != 0) {
-      throw ShapeError("reshape: cannot reshape " + x.shape().to_string() + " (" + std::to_string(x.numel()) +
-                       " elements) into " + requested.to_string());
+      throw ShapeError("reshape: cannot reshape " + x.shape().to_string() + " (" +
+                       std::to_string(x.numel()) + " elements) into " + requested.to_string());
     }
     dims[static_cast<std::size_t>(inferred)] = x.numel() / known;
   }
   Shape shape(dims);
   if (shape.numel() != x.numel()) {
-    throw ShapeError("reshape: cannot reshape " + x.shape().to_string() + " (" + std::to_string(x.numel()) +
-                     " elements) into " + shape.to_string() + " (" + std::to_string(shape.numel()) + " elements)");
+    throw ShapeError("reshape: cannot reshape " + x.shape().to_string() + " (" +
+                     std::to_string(x.numel()) + " elements) into " + shape.to_string() + " (" +
+                     std::to_string(shape.numel()) + " elements)");
   }
   return shape;
 }
@@ -51,7 +53,9 @@ struct ReshapeBackward final : autograd::Node {
 
 struct PermuteBackward final : autograd::Node {
   std::vector<int> inverse;
-  std::vector<Tensor> backward(const Tensor& g) override { return {permute(g, inverse).contiguous()}; }
+  std::vector<Tensor> backward(const Tensor& g) override {
+    return {permute(g, inverse).contiguous()};
+  }
   std::string name() const override { return "PermuteBackward"; }
 };
 
@@ -75,8 +79,10 @@ struct SliceBackward final : autograd::Node {
     std::vector<std::int64_t> idx(static_cast<std::size_t>(s.rank()), 0);
     for (std::int64_t n = 0; n < s.numel(); ++n) {
       std::int64_t off = 0;
-      for (int i = 0; i < s.rank(); ++i) off += idx[static_cast<std::size_t>(i)] * st[static_cast<std::size_t>(i)];
-      std::memcpy(base + off * static_cast<std::int64_t>(elem), from + n * static_cast<std::int64_t>(elem), elem);
+      for (int i = 0; i < s.rank(); ++i)
+        off += idx[static_cast<std::size_t>(i)] * st[static_cast<std::size_t>(i)];
+      std::memcpy(base + off * static_cast<std::int64_t>(elem),
+                  from + n * static_cast<std::int64_t>(elem), elem);
       for (int i = s.rank() - 1; i >= 0; --i) {
         if (++idx[static_cast<std::size_t>(i)] < s[i]) break;
         idx[static_cast<std::size_t>(i)] = 0;
@@ -142,7 +148,9 @@ Tensor slice(const Tensor& x, int axis, std::int64_t start, std::int64_t stop, s
   if (step <= 0) throw ValueError("slice: step must be positive, got " + std::to_string(step));
   const std::int64_t extent = x.shape()[a];
   // Python semantics: negative indices count from the end; out-of-range bounds are clamped.
-  auto clamp = [extent](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + extent : i, 0, extent); };
+  auto clamp = [extent](std::int64_t i) {
+    return std::clamp<std::int64_t>(i < 0 ? i + extent : i, 0, extent);
+  };
   const std::int64_t b = clamp(start), e = std::max(clamp(stop), clamp(start));
   std::vector<std::int64_t> dims(x.shape().begin(), x.shape().end());
   // Written so that no step, however large, overflows.

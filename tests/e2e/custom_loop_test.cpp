@@ -9,17 +9,14 @@
 #include <vector>
 
 #include "mixprec/mixprec.h"
+#include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
 
 using mixed_precision::LossScaleOptimizer;
 
-struct PolicyGuard {
-  mixed_precision::Policy saved = mixed_precision::global_policy();
-  explicit PolicyGuard(const mixed_precision::Policy& p) { mixed_precision::set_global_policy(p); }
-  ~PolicyGuard() { mixed_precision::set_global_policy(saved); }
-};
+using testing::PolicyGuard;
 
 struct Data {
   Tensor x;  // (n, 2) float32

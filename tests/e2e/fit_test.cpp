@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mixprec/mixprec.h"
+#include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
@@ -20,11 +21,7 @@ namespace mp = mixprec;
 using mixed_precision::LossScaleOptimizer;
 using mixed_precision::Policy;
 
-struct PolicyGuard {
-  Policy saved = mixed_precision::global_policy();
-  explicit PolicyGuard(const Policy& p) { mixed_precision::set_global_policy(p); }
-  ~PolicyGuard() { mixed_precision::set_global_policy(saved); }
-};
+using testing::PolicyGuard;
 
 // Captures log messages that contain `filter` for its lifetime.
 class CapturedLog {

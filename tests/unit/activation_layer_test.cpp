@@ -12,6 +12,7 @@
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/mixprec.h"
 #include "support/gradcheck.h"
+#include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
@@ -19,11 +20,7 @@ namespace {
 using mixed_precision::Policy;
 using testing::all_close;
 
-struct PolicyGuard {
-  Policy saved = mixed_precision::global_policy();
-  explicit PolicyGuard(const Policy& p) { mixed_precision::set_global_policy(p); }
-  ~PolicyGuard() { mixed_precision::set_global_policy(saved); }
-};
+using testing::PolicyGuard;
 
 const std::vector<double> kX = {-7.5, -2, -0.5, 0, 0.25, 1, 3, 6.5};
 

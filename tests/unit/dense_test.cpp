@@ -13,6 +13,7 @@
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/mixprec.h"
 #include "support/gradcheck.h"
+#include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
@@ -20,11 +21,7 @@ namespace {
 using mixed_precision::Policy;
 using testing::all_close;
 
-struct PolicyGuard {
-  Policy saved = mixed_precision::global_policy();
-  explicit PolicyGuard(const Policy& p) { mixed_precision::set_global_policy(p); }
-  ~PolicyGuard() { mixed_precision::set_global_policy(saved); }
-};
+using testing::PolicyGuard;
 
 template <typename E, typename F>
 void expect_error(F&& f, const std::vector<std::string>& parts) {

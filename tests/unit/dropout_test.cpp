@@ -12,17 +12,14 @@
 
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/mixprec.h"
+#include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
 
 using mixed_precision::Policy;
 
-struct PolicyGuard {
-  Policy saved = mixed_precision::global_policy();
-  explicit PolicyGuard(const Policy& p) { mixed_precision::set_global_policy(p); }
-  ~PolicyGuard() { mixed_precision::set_global_policy(saved); }
-};
+using testing::PolicyGuard;
 
 TEST(DropoutTest, IdentityWhenNotTraining) {
   layers::Dropout d(0.5);

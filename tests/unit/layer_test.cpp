@@ -17,6 +17,7 @@
 #include "mixprec/mixed_precision/device_compatibility.h"
 #include "mixprec/mixprec.h"
 #include "support/gradcheck.h"
+#include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
@@ -24,12 +25,7 @@ namespace {
 using mixed_precision::Policy;
 using testing::all_close;
 
-// Sets the global policy for one test and restores the previous one.
-struct PolicyGuard {
-  Policy saved = mixed_precision::global_policy();
-  explicit PolicyGuard(const Policy& p) { mixed_precision::set_global_policy(p); }
-  ~PolicyGuard() { mixed_precision::set_global_policy(saved); }
-};
+using testing::PolicyGuard;
 
 // Expects `f` to throw E with a message containing every one of `parts`.
 template <typename E, typename F>

@@ -16,6 +16,7 @@
 #include "mixprec/layers/merge.h"
 #include "mixprec/mixprec.h"
 #include "support/gradcheck.h"
+#include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
@@ -24,12 +25,7 @@ namespace mp = mixprec;
 using mixed_precision::Policy;
 using testing::all_close;
 
-struct PolicyGuard {
-  Policy saved = mixed_precision::global_policy();
-  PolicyGuard() = default;
-  explicit PolicyGuard(const Policy& p) { mixed_precision::set_global_policy(p); }
-  ~PolicyGuard() { mixed_precision::set_global_policy(saved); }
-};
+using testing::PolicyGuard;
 
 template <typename E, typename F>
 void expect_error(F&& f, const std::vector<std::string>& parts) {

@@ -13,6 +13,7 @@
 #include "mixprec/mixprec.h"
 #include "mixprec/models/model.h"
 #include "mixprec/models/sequential.h"
+#include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
@@ -20,11 +21,7 @@ namespace {
 namespace mp = mixprec;
 using mixed_precision::Policy;
 
-struct PolicyGuard {
-  Policy saved = mixed_precision::global_policy();
-  explicit PolicyGuard(const Policy& p) { mixed_precision::set_global_policy(p); }
-  ~PolicyGuard() { mixed_precision::set_global_policy(saved); }
-};
+using testing::PolicyGuard;
 
 std::string summary_of(const Model& m) {
   std::ostringstream os;

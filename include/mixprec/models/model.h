@@ -3,8 +3,9 @@
 // called on real tensors (`model(x, {.training = true})`) or on KerasTensors inside another model.
 // A layer used at several places in the graph shares its variables.
 //
-// compile()/fit()/evaluate()/predict() are added by the training loop (src/models/{training,fit,evaluate,nonfinite_diagnosis}.cpp),
-// which keeps its state in models::ModelImpl (src/models/model_impl.h).
+// compile()/fit()/evaluate()/predict() are added by the training loop
+// (src/models/{training,fit,evaluate,nonfinite_diagnosis}.cpp), which keeps its state in
+// models::ModelImpl (src/models/model_impl.h).
 #pragma once
 
 #include <cstdint>

@@ -107,7 +107,8 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis
   // Reduced axes leading (in order) -> column accumulation; otherwise move them last -> rows. A
   // full reduction (one output) is one row: its chunks run through the vectorised row loop.
   bool leading = kept_n > 1;
-  for (std::size_t i = 0; i < reduced.size(); ++i) leading = leading && reduced[i] == static_cast<int>(i);
+  for (std::size_t i = 0; i < reduced.size(); ++i)
+    leading = leading && reduced[i] == static_cast<int>(i);
   Tensor src = x;
   if (!leading) {
     std::vector<int> order = kept;

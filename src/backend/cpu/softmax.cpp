@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/elementwise.h"
+#include "core/axis_layout.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
 
@@ -13,19 +14,8 @@ namespace mixprec::cpu {
 
 namespace {
 
-// A contiguous tensor seen as (outer, length, inner) around the softmax axis: the axis has
-// stride `inner`, so axis-last (inner == 1) makes every row contiguous.
-struct AxisLayout {
-  std::int64_t outer = 1, length = 1, inner = 1;
-};
-
-AxisLayout layout_of(const Shape& shape, int axis) {
-  AxisLayout a;
-  for (int i = 0; i < axis; ++i) a.outer *= shape[i];
-  a.length = shape[axis];
-  for (int i = axis + 1; i < shape.rank(); ++i) a.inner *= shape[i];
-  return a;
-}
+using core::AxisLayout;
+using core::layout_of;
 
 // A tile is `length` rows of up to `width` columns held in the compute buffer. 32K elements
 // (128 KiB of float) stays near L2 while keeping the column loops long enough to vectorise.
