@@ -93,8 +93,7 @@ void forward_chunk(UnaryOp op, C* out, const C* x, std::int64_t n) {
       return;
     case UnaryOp::exp:
       if constexpr (std::is_same_v<C, float>) {
-#pragma omp simd
-        for (std::int64_t i = 0; i < n; ++i) out[i] = exp_float(x[i]);
+        exp_floats(out, x, n);
         return;
       }
       [[fallthrough]];

@@ -41,4 +41,7 @@ inline float exp_float(float x) {
   return is_nan ? x : result;
 }
 
+// out[i] = exp_float(x[i]), in the widest vectors the CPU has.
+void exp_floats(float* out, const float* x, std::int64_t n);
+
 }  // namespace mixprec::cpu
