@@ -91,8 +91,19 @@ void run_backward(const Tensor& output, const Tensor& output_gradient, RetainGra
     const bool capturing = !captures.empty();
     if (capturing && captures.count(node)) captured[node] = grad;
     if (capturing && dynamic_cast<autograd::AccumulateGrad*>(node)) continue;
+    if (node->released) {
+      throw AutogradError(
+          std::string(who) + ": " + node->name() +
+          " was already used by a backward pass that freed the graph; pass "
+          "retain_graph = true (RetainGraph::yes, or a persistent GradientTape) the "
+          "first time to differentiate it again");
+    }
     std::vector<Tensor> input_grads = node->backward(grad);
-    if (retain == RetainGraph::no) node->release_saved();
+    // Leaf accumulators serve every graph their variable takes part in: never released.
+    if (retain == RetainGraph::no && !dynamic_cast<autograd::AccumulateGrad*>(node)) {
+      node->release_saved();
+      node->released = true;
+    }
     for (std::size_t i = 0; i < node->next.size() && i < input_grads.size(); ++i) {
       Node* next = node->next[i].get();
       if (!next || !input_grads[i].defined()) continue;

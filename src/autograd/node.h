@@ -19,6 +19,9 @@ class Node {
   virtual std::string name() const = 0;
   // Frees saved tensors once backward has run (unless the graph is retained).
   virtual void release_saved() {}
+  // Set once backward has run with the graph released: a second pass through this node cannot
+  // work (its saved tensors are gone) and is refused with a clear error.
+  bool released = false;
 
   // One edge per input; a null edge means that input needs no gradient.
   std::vector<std::shared_ptr<Node>> next;

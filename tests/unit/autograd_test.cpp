@@ -329,3 +329,22 @@ TEST(AutogradTest, GraphIsFreedWithItsOutput) {
 
 }  // namespace
 }  // namespace mixprec
+
+// A second backward through a graph whose saved tensors were freed is refused with an
+// AutogradError that says how to keep the graph; with retain_graph it works.
+TEST(AutogradReleaseTest, SecondBackwardThroughAFreedGraphIsAClearError) {
+  auto x = mixprec::full({3}, 2.0, {.requires_grad = true});
+  auto y = mixprec::sum(x * x);
+  y.backward();
+  try {
+    y.backward();
+    ADD_FAILURE() << "expected an AutogradError";
+  } catch (const mixprec::AutogradError& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+  auto z = mixprec::sum(x * x);
+  x.zero_grad();
+  z.backward(mixprec::Tensor(), /*retain_graph=*/true);
+  z.backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{8.0f, 8.0f, 8.0f}));  // 2 * 2x
+}
