@@ -95,15 +95,24 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-std::string git_commit() {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen("git rev-parse --short HEAD 2>/dev/null", "r"),
-                                             pclose);
-  if (!pipe) return "unknown";
-  char buffer[64] = {};
+// Runs a shell command and returns its output without the trailing newline ("" on failure).
+std::string command_output(const char* command) {
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command, "r"), pclose);
+  if (!pipe) return "";
+  char buffer[256] = {};
   std::string out;
   while (std::fgets(buffer, sizeof buffer, pipe.get())) out += buffer;
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out.empty() ? "unknown" : out;
+  return out;
+}
+
+// The short commit hash, with "+dirty" when the working tree differs from it (the measured code is
+// then not exactly that commit); "unknown" outside a git checkout.
+std::string git_commit() {
+  const std::string hash = command_output("git rev-parse --short HEAD 2>/dev/null");
+  if (hash.empty()) return "unknown";
+  const bool dirty = !command_output("git status --porcelain 2>/dev/null | head -1").empty();
+  return dirty ? hash + "+dirty" : hash;
 }
 
 std::string today_utc() {

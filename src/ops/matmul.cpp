@@ -1,7 +1,8 @@
 // matmul: checks, batch broadcasting and the backward pass. With op(X) = X or X^T:
 //   C = op(A) op(B);  d op(A) = dC op(B)^T;  d op(B) = op(A)^T dC.
 // Every gradient is itself a matmul with transposes (no transposed copies), in the operands'
-// dtype, summed over the batch axes an operand was broadcast along.
+// dtype, summed over the batch axes an operand was broadcast along (16-bit products are summed in
+// float32 and rounded once).
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // matmul: the oneDNN / blocked-loop backend against the float64 reference for many geometries,
 // gradients (float64 finite differences), 16-bit storage against float32, errors, and the
 // primitive cache.
+#include "backend/cpu/matmul.h"
+
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -471,7 +473,9 @@ TEST(MatmulErrors, RankOneAndBatchMismatch) {
 
 TEST(MatmulCache, SecondCallWithTheSameShapeReusesThePrimitive) {
   const Tensor a = normal({37, 41}, 600), b = normal({41, 43}, 601);
+  cpu::clear_matmul_cache();  // the shape may be cached by an earlier run of this test
   const auto before = cpu::matmul_cache_stats();
+  EXPECT_EQ(before.size, 0u);
   const Tensor first = matmul(a, b);
   const auto after_first = cpu::matmul_cache_stats();
   EXPECT_EQ(after_first.misses, before.misses + 1);
@@ -530,6 +534,25 @@ TEST(MatmulCache, ConcurrentCallsAgree) {
   }
   for (auto& t : threads) t.join();
   for (const auto& r : results) EXPECT_EQ(r, expected);
+}
+
+TEST(MatmulCache, ScratchIsKeptBetweenCallsAndReleasable) {
+  const Tensor a = normal({64, 96}, 630).to(DType::float16);
+  const Tensor b = normal({96, 32}, 631).to(DType::float16);
+  cpu::release_matmul_scratch();
+  const std::int64_t before = memory_stats().current_bytes;
+  Tensor c = matmul(a, b);
+  const std::int64_t kept =
+      memory_stats().current_bytes - before - static_cast<std::int64_t>(c.nbytes());
+  // At least the float32 copies of both operands and the float32 result stay allocated.
+  EXPECT_GE(kept, static_cast<std::int64_t>((64 * 96 + 96 * 32 + 64 * 32) * sizeof(float)));
+  // A second call of the same shape allocates nothing new but its output.
+  const std::int64_t allocations = memory_stats().allocations;
+  Tensor d = matmul(a, b);
+  EXPECT_EQ(memory_stats().allocations - allocations, 1);
+  cpu::release_matmul_scratch();
+  EXPECT_EQ(memory_stats().current_bytes - before,
+            static_cast<std::int64_t>(c.nbytes() + d.nbytes()));
 }
 
 TEST(MatmulCache, NativeBf16OnlyWhereTheCpuHasIt) {

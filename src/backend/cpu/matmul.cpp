@@ -88,16 +88,21 @@ bool normalize_plain(Layout& layout) {
 
 // Per-thread scratch kept between calls: the float32 copies of 16-bit operands, the float32
 // result before rounding, and oneDNN's scratchpad. Fresh multi-megabyte blocks are handed back to
-// the OS by free() and page-fault again on every call (about 1 us per 4 KiB page on this VM, i.e.
-// ~3 ms of a 16 ms float16 1024^3 product), so each slot keeps its largest block up to
-// kKeepBytes. The blocks come from core::make_tensor, so memory_stats() counts them.
+// the OS by free() and page-fault again on every call (a 4 MiB float32 copy of a 1024x1024
+// operand: 1024 faults, about 1 ms on the loaded VM, against 6-7 ms for the whole quiet 1024^3
+// product), so each slot keeps its largest block up to kKeepBytes. The blocks come from
+// core::make_tensor, so memory_stats() counts them; release_matmul_scratch() frees them.
 enum class Scratch { a, b, out, scratchpad };
 constexpr std::size_t kScratchSlots = 4;
 constexpr std::size_t kKeepBytes = std::size_t{64} << 20;
 
-Tensor scratch(Scratch slot, DType dtype, std::int64_t n) {
+std::array<Tensor, kScratchSlots>& kept_scratch() {
   thread_local std::array<Tensor, kScratchSlots> kept;
-  Tensor& block = kept[static_cast<std::size_t>(slot)];
+  return kept;
+}
+
+Tensor scratch(Scratch slot, DType dtype, std::int64_t n) {
+  Tensor& block = kept_scratch()[static_cast<std::size_t>(slot)];
   if (block.defined() && block.dtype() == dtype && block.numel() >= n) {
     return core::make_view(block, Shape{n}, {1}, 0);
   }
@@ -314,6 +319,10 @@ void check_operands(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb
 
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) {
   return matmul(a, b, ta, tb, a.dtype());
+}
+
+void release_matmul_scratch() {
+  for (Tensor& block : kept_scratch()) block = Tensor();
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DType out_dtype) {

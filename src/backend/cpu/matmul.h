@@ -24,4 +24,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb);
 // rounding once (the backward of a batch-broadcast matmul sums over the batch in float32).
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DType out_dtype);
 
+// Each calling thread keeps its matmul scratch blocks (float32 copies of 16-bit operands, the
+// float32 result before rounding, oneDNN's scratchpad; each up to 64 MiB) for the next call, so
+// repeated shapes do not page-fault fresh memory every time. They count in
+// memory_stats().current_bytes until this releases the calling thread's blocks.
+void release_matmul_scratch();
+
 }  // namespace mixprec::cpu
