@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace mixprec::cli_test {
 
 struct CliResult {
@@ -20,19 +22,7 @@ struct CliResult {
 // Runs MIXPREC_CLI_BINARY with `args` (no shell involved) and waits for it.
 CliResult run_cli(const std::vector<std::string>& args);
 
-// A fresh directory under the system temp dir, removed (recursively) by the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using testing::TempDir;
 
 enum class Compression { none, gzip };
 

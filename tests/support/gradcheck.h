@@ -20,7 +20,8 @@ struct Tolerance {
   double rtol;
   double atol;
 };
-// DESIGN §4: float16 (1e-3, 1e-5), bfloat16 (1.6e-2, 1e-5), float32 (1.3e-6, 1e-5), float64 (1e-7, 1e-7).
+// DESIGN §4: float16 (1e-3, 1e-5), bfloat16 (1.6e-2, 1e-5), float32 (1.3e-6, 1e-5), float64 (1e-7,
+// 1e-7).
 Tolerance tolerance_for(DType dtype);
 
 // |actual - expected| <= atol + rtol * |expected| everywhere (NaN matches NaN, inf matches inf of
@@ -33,8 +34,8 @@ struct GradcheckOptions {
   double atol = 1e-7;
 };
 
-// `inputs` are float64 tensors (each is made a leaf requiring grad). Checks d sum(f(x) * w) / dx for
-// every input against central differences, with a fixed random weighting w of the output.
+// `inputs` are float64 tensors (each is made a leaf requiring grad). Checks d sum(f(x) * w) / dx
+// for every input against central differences, with a fixed random weighting w of the output.
 ::testing::AssertionResult gradcheck(const OpFn& f, const std::vector<Tensor>& inputs,
                                      GradcheckOptions options = {});
 

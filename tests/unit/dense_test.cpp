@@ -12,6 +12,7 @@
 #include "mixprec/layers/flatten.h"
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/mixprec.h"
+#include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "support/policy_guard.h"
 
@@ -23,17 +24,7 @@ using testing::all_close;
 
 using testing::PolicyGuard;
 
-template <typename E, typename F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << msg << "\nmissing: " << p;
-  }
-}
+using testing::expect_error;
 
 // A (1, n) float32 row.
 Tensor values_of(const std::vector<double>& v) {

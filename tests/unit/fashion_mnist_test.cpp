@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mixprec/mixprec.h"
+#include "support/temp_dir.h"
 
 namespace mixprec::data {
 namespace {
@@ -23,24 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using Bytes = std::vector<unsigned char>;
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("mixprec_fmnist_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 Bytes idx_ubyte(const std::vector<std::uint32_t>& dims, const Bytes& payload) {
   Bytes out = {0, 0, 0x08, static_cast<unsigned char>(dims.size())};

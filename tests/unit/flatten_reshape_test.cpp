@@ -9,21 +9,12 @@
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/layers/reshape.h"
 #include "mixprec/mixprec.h"
+#include "support/expect_error.h"
 
 namespace mixprec {
 namespace {
 
-template <typename E, typename F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << msg << "\nmissing: " << p;
-  }
-}
+using testing::expect_error;
 
 std::vector<double> iota(int n) {
   std::vector<double> v;

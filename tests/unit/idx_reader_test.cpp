@@ -17,6 +17,7 @@
 
 #include "mixprec/data/idx.h"
 #include "mixprec/mixprec.h"
+#include "support/temp_dir.h"
 
 namespace mixprec::data {
 namespace {
@@ -24,24 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using Bytes = std::vector<unsigned char>;
 
-// A fresh directory under the system temp dir, removed with everything in it afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("mixprec_idx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 void put_be(Bytes& out, std::uint64_t value, int nbytes) {
   for (int i = nbytes - 1; i >= 0; --i) out.push_back(static_cast<unsigned char>(value >> (8 * i)));

@@ -16,6 +16,7 @@
 #include "mixprec/logging.h"
 #include "mixprec/mixed_precision/device_compatibility.h"
 #include "mixprec/mixprec.h"
+#include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "support/policy_guard.h"
 
@@ -28,17 +29,7 @@ using testing::all_close;
 using testing::PolicyGuard;
 
 // Expects `f` to throw E with a message containing every one of `parts`.
-template <typename E, typename F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << msg << "\nmissing: " << p;
-  }
-}
+using testing::expect_error;
 
 Tensor values(const std::vector<double>& v, const Shape& shape, DType dtype = kFloat32) {
   return from_vector(v, shape, {.dtype = dtype});

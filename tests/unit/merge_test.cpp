@@ -9,6 +9,7 @@
 
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/mixprec.h"
+#include "support/expect_error.h"
 #include "support/policy_guard.h"
 
 namespace mixprec {
@@ -18,17 +19,7 @@ using mixed_precision::Policy;
 
 using testing::PolicyGuard;
 
-template <typename E, typename F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << msg << "\nmissing: " << p;
-  }
-}
+using testing::expect_error;
 
 Tensor t(const std::vector<double>& v, const Shape& s, DType d = kFloat32) {
   return from_vector(v, s, {.dtype = d});

@@ -15,6 +15,7 @@
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/layers/merge.h"
 #include "mixprec/mixprec.h"
+#include "support/expect_error.h"
 #include "support/gradcheck.h"
 #include "support/policy_guard.h"
 
@@ -27,17 +28,7 @@ using testing::all_close;
 
 using testing::PolicyGuard;
 
-template <typename E, typename F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << msg << "\nmissing: " << p;
-  }
-}
+using testing::expect_error;
 
 Tensor t(const std::vector<double>& v, const Shape& s) { return from_vector(v, s); }
 

@@ -14,6 +14,7 @@
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/layers/reshape.h"
 #include "mixprec/mixprec.h"
+#include "support/expect_error.h"
 #include "support/gradcheck.h"
 
 namespace mixprec {
@@ -22,17 +23,7 @@ namespace {
 namespace mp = mixprec;
 using testing::all_close;
 
-template <typename E, typename F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an exception";
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << msg << "\nmissing: " << p;
-  }
-}
+using testing::expect_error;
 
 TEST(SequentialTest, InputLayerFirstBuildsAtOnce) {
   mp::Sequential model({mp::layers::InputLayer({2, 3}), mp::layers::Flatten(),
