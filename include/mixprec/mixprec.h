@@ -26,6 +26,7 @@
 #include "mixprec/mixed_precision/policy.h"
 #include "mixprec/models/model.h"
 #include "mixprec/models/sequential.h"
+#include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
 #include "mixprec/optimizers.h"
 #include "mixprec/physical_devices.h"

@@ -31,7 +31,7 @@ class Tensor {
   std::int64_t dim(int axis) const;  // negative axes count from the end
   std::int64_t numel() const;
   const std::vector<std::int64_t>& strides() const;  // in elements
-  std::int64_t offset() const;                        // in elements, into the storage
+  std::int64_t offset() const;                       // in elements, into the storage
   DType dtype() const;
   Device device() const;
   bool is_contiguous() const;
@@ -56,6 +56,10 @@ class Tensor {
   // Conversions; differentiable. to(dtype) of the same dtype returns this tensor.
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
+  // Writes `src` (same shape; converted to this tensor's dtype) into this tensor's storage in
+  // place, so every handle of a variable sees the new values. Not recorded by autograd; this
+  // tensor must be contiguous and on the same device as `src`.
+  void assign(const Tensor& src) const;
   // The values in row-major order, converted to T (T may differ from the dtype).
   template <typename T>
   std::vector<T> to_vector() const;
@@ -77,7 +81,7 @@ class Tensor {
   bool is_leaf() const;  // no grad_fn: created by the user, not by a recorded op
   Tensor grad() const;   // accumulated gradient (undefined until a backward pass reaches it)
   void set_grad(const Tensor& grad);
-  void zero_grad();      // drops the accumulated gradient
+  void zero_grad();  // drops the accumulated gradient
   // Reverse-mode pass from this tensor. A non-scalar needs `gradient` (same shape and dtype).
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
   // The same values without autograd history (shares storage).

@@ -94,9 +94,7 @@ void Layer::set_weights(const std::vector<Tensor>& weights) const {
   NoGradScope no_grad;
   for (std::size_t i = 0; i < vars.size(); ++i) {
     // Written in place, so that optimizers and other handles keep seeing the same variable.
-    Tensor dst = vars[i].value;
-    const Tensor src = weights[i].detach().to(dst.dtype()).contiguous();
-    std::memcpy(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    vars[i].value.assign(weights[i]);
   }
 }
 
