@@ -1,0 +1,78 @@
+// CPU batch normalization over the last axis of x (..., C), seen as a row-major (M, C) matrix
+// with M = numel / C (NHWC: every pixel of every image is a row). Two implementations:
+//  - oneDNN batch_normalization (forward training, forward inference, backward) for float32 and,
+//    where the CPU runs bfloat16 natively (use_native_bf16()), bfloat16 data, with float32
+//    scale/shift and statistics; primitives are cached by geometry, data type, flags and epsilon;
+//  - plain OpenMP reference loops for every floating dtype: the test oracle of the oneDNN path
+//    and the path for float64, float16 and bfloat16 without native support (they read 16-bit
+//    storage directly, which moves less memory than widening to float32 around oneDNN).
+// Statistics are float32 (float64 for float64 x); the mean and the BIASED variance are computed
+// in two passes (mean, then the mean of (x - mean)^2), never as E[x^2] - E[x]^2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/cpu/dnnl_context.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec::cpu {
+
+// `automatic` runs oneDNN where it applies (float32, and bfloat16 with native support, when
+// oneDNN has a jit kernel for the geometry) and the reference loops elsewhere; `reference` always
+// runs the loops (tests compare the two).
+enum class BatchNormImpl { automatic, reference };
+
+// What the backward differentiates through: `batch` statistics are functions of x (training);
+// `moving` statistics are constants (inference mode).
+enum class BatchNormStats { batch, moving };
+
+// The float32 (float64 for float64 x) dtype of statistics and parameter gradients.
+DType batch_norm_stat_dtype(DType x_dtype);
+
+struct BatchNormTrainingResult {
+  Tensor y;         // x's shape and dtype, contiguous
+  Tensor mean;      // (C), batch_norm_stat_dtype
+  Tensor variance;  // (C), biased, batch_norm_stat_dtype
+};
+
+// Preconditions (checked by the op layer): x CPU, floating, rank >= 1 with C = x.dim(-1), at least
+// one row; gamma, beta (C) in float32 or x's dtype (float64 for float64 x); epsilon > 0.
+// y = (x - mean) / sqrt(variance + epsilon) * gamma + beta with the batch statistics.
+BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,
+                                            const Tensor& beta, double epsilon,
+                                            BatchNormImpl impl = BatchNormImpl::automatic);
+
+// The same with given statistics mean, variance (C) (float32 or x's dtype).
+Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& mean, const Tensor& variance, double epsilon,
+                            BatchNormImpl impl = BatchNormImpl::automatic);
+
+struct BatchNormGradients {
+  Tensor dx;      // x's shape and dtype
+  Tensor dgamma;  // (C), batch_norm_stat_dtype
+  Tensor dbeta;   // (C), batch_norm_stat_dtype
+};
+
+// dy: the gradient of y (x's shape and dtype). With xhat = (x - mean) * inv_std,
+// inv_std = 1 / sqrt(variance + epsilon), sums over the M rows:
+//   dbeta = sum(dy), dgamma = sum(dy * xhat),
+//   batch:  dx = gamma * inv_std * (dy - dbeta / M - xhat * dgamma / M)
+//   moving: dx = gamma * inv_std * dy
+// `mean` and `variance` are the statistics the forward used.
+BatchNormGradients batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& mean, const Tensor& variance, double epsilon,
+                                       BatchNormStats stats,
+                                       BatchNormImpl impl = BatchNormImpl::automatic);
+
+// What batch_norm_training runs for x with `impl`: "oneDNN <kernel name>" (e.g. "oneDNN
+// bnorm_jit:avx512_core") or "reference loops". oneDNN runs only where it has a jit kernel for the
+// geometry; its generic C++ kernels (C = 3: "nspc_bnorm:any") are slower than the loops.
+std::string batch_norm_implementation(const Tensor& x,
+                                      BatchNormImpl impl = BatchNormImpl::automatic);
+
+// The cache of compiled oneDNN batch-norm primitives (same statistics as the matmul cache).
+PrimitiveCacheStats batch_norm_cache_stats();
+void clear_batch_norm_cache();
+
+}  // namespace mixprec::cpu
