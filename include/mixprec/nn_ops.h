@@ -41,7 +41,9 @@ Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, const Tensor& bi
 
 struct Pool2dOptions {
   std::array<int, 2> pool_size{2, 2};
-  std::array<int, 2> strides{2, 2};  // Keras: defaults to pool_size
+  // Keras defaults the strides to pool_size; a C++ field cannot be "unset", so set both when
+  // pool_size is not (2, 2) (the pooling layers do).
+  std::array<int, 2> strides{2, 2};
   Padding padding = Padding::valid;
 };
 // (N, H, W, C) -> (N, OH, OW, C). Max pooling sends the gradient to the first maximum of each
@@ -52,10 +54,26 @@ Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options = {});
 // (N, H, W, C) -> (N, C), or (N, 1, 1, C) with KeepDims::yes; accumulated in float32.
 Tensor global_avg_pool2d(const Tensor& x, KeepDims keep = KeepDims::no);
 
-// Batch normalization over the channel axis (last) of x (..., C). gamma, beta, and the statistics
-// are float32 under mixed policies (x may be 16-bit); the statistics are computed in float32 and
-// y has x's dtype. Training mode: normalizes with the batch mean and the biased batch variance
-// and returns them (float32, shape (C), not differentiable) for the moving averages.
+// Batch normalization over the channel axis (last) of x (..., C), rank >= 2; every other axis is
+// a batch axis (M = numel / C elements per channel):
+//   y = (x - mean) / sqrt(variance + epsilon) * gamma + beta,   epsilon > 0 (Keras: 1e-3).
+// dtypes: y has x's dtype. gamma, beta (and the moving statistics) have shape (C) and are float32
+// or x's dtype: float32 under mixed policies (the float32 island of DESIGN §2.3; the 16-bit type
+// is accepted too), float64 with float64 x; anything else is a DTypeError. The computation is in
+// float32 (float64 for float64) and a 16-bit y is rounded once. Errors: x of rank < 2, or a (C)
+// tensor of another length (ShapeError naming both shapes); epsilon <= 0 (ValueError).
+//
+// Training mode: normalizes with the batch mean and the BIASED batch variance (sum / M), computed
+// in float32 in two passes (the mean, then the mean of (x - mean)^2; never E[x^2] - E[x]^2, which
+// cancels when |mean| >> std), and returns them (shape (C), float32 — float64 for float64 x — not
+// differentiable; a batch with no elements is a ValueError). The gradient goes through the batch
+// statistics: with xhat = (x - mean) / sqrt(variance + epsilon),
+//   dx = gamma / sqrt(variance + epsilon) * (dy - mean(dy) - xhat * mean(dy * xhat)),
+//   dgamma = sum(dy * xhat), dbeta = sum(dy)  (in gamma's and beta's own dtypes).
+// The op leaves moving statistics alone: the BatchNormalization layer applies Keras' update
+//   moving_mean = moving_mean * momentum + mean * (1 - momentum)   (momentum: Keras 0.99)
+// and the same for moving_variance. Keras 3 updates with this biased variance; TensorFlow's fused
+// kernel (Keras 2, fused=True) with the unbiased one, variance * M / (M - 1): the layer chooses.
 struct BatchNormOutput {
   Tensor y;
   Tensor mean;      // (C) batch mean
@@ -64,19 +82,26 @@ struct BatchNormOutput {
 BatchNormOutput batch_norm_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     double epsilon);
 // Inference mode: y = (x - moving_mean) / sqrt(moving_variance + epsilon) * gamma + beta.
-// Differentiable in x, gamma and beta (a frozen base fine-tuned in inference mode).
+// Differentiable in x, gamma and beta (a frozen base fine-tuned in inference mode), with the
+// moving statistics as constants: dx = gamma / sqrt(moving_variance + epsilon) * dy.
 Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& moving_mean, const Tensor& moving_variance,
                             double epsilon);
 
 // Zero padding of the spatial axes: (N, H, W, C) -> (N, top + H + bottom, left + W + right, C).
+// A copy, so any dtype works; the gradient is the interior of the output gradient.
 struct Padding2d {
   int top = 0, bottom = 0, left = 0, right = 0;  // each >= 0
 };
 Tensor zero_pad2d(const Tensor& x, const Padding2d& padding);
 
 // Bilinear resize of the spatial axes: (N, H, W, C) -> (N, height, width, C), with half-pixel
-// centers and no antialiasing (tf.image.resize(method="bilinear"), the Keras Resizing layer).
+// centers and no antialiasing (tf.image.resize(method="bilinear"), the Keras Resizing layer,
+// PyTorch's interpolate(mode="bilinear", align_corners=False)). Along each axis output index o
+// reads the input at s = (o + 0.5) * in / out - 0.5, clamped to [0, in - 1], between floor(s) and
+// floor(s) + 1 (the border repeats). H, W, height, width >= 1 (ShapeError / ValueError). Computed
+// in float32 (float64 for float64), rounded once; the gradient scatters each output gradient to
+// the inputs it read, with the same weights.
 Tensor resize_bilinear(const Tensor& x, std::int64_t height, std::int64_t width);
 
 }  // namespace mixprec

@@ -1,0 +1,413 @@
+// CPU pooling: oneDNN primitives on the NHWC tensors as stored (format tag nhwc, no reorders),
+// cached by geometry; plain loops for float64 and as the oracle.
+#include "backend/cpu/pooling.h"
+
+#include <algorithm>
+#include <list>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/cast.h"
+#include "core/dispatch.h"
+#include "core/scalar.h"
+#include "core/tensor_impl.h"
+#include "mixprec/error.h"
+
+namespace mixprec::cpu {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+constexpr std::size_t kCacheCapacity = 256;
+constexpr std::int64_t kParallelWork = std::int64_t{1} << 15;
+
+// ---- the reference loops ----
+
+// The real rows (or columns) [begin, end) of the window starting at `start` (which may be
+// negative: padding).
+struct Span {
+  std::int64_t begin, end;
+};
+Span window_span(std::int64_t start, std::int64_t window, std::int64_t in) {
+  return {std::max<std::int64_t>(start, 0), std::min(start + window, in)};
+}
+
+Shape x_shape(const PoolGeometry& g) { return Shape{g.batch, g.in_h, g.in_w, g.channels}; }
+Shape y_shape(const PoolGeometry& g) { return Shape{g.batch, g.out_h, g.out_w, g.channels}; }
+
+// Calls f(oh, ow, rows, cols) for every output position of image n.
+template <typename F>
+void for_each_window(const PoolGeometry& g, F&& f) {
+  for (std::int64_t oh = 0; oh < g.out_h; ++oh) {
+    const Span rows = window_span(oh * g.stride_h - g.pad_top, g.window_h, g.in_h);
+    for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+      f(oh, ow, rows, window_span(ow * g.stride_w - g.pad_left, g.window_w, g.in_w));
+    }
+  }
+}
+
+// Offset of the first maximum (row-major window order; a later equal value does not replace it)
+// of channel c in the window, relative to x's start. Every window holds a real element (both
+// padding rules guarantee it).
+template <typename T>
+std::int64_t argmax(const T* x, const PoolGeometry& g, std::int64_t n, Span rows, Span cols,
+                    std::int64_t c) {
+  std::int64_t best = -1;
+  double best_value = 0.0;
+  for (std::int64_t h = rows.begin; h < rows.end; ++h) {
+    for (std::int64_t w = cols.begin; w < cols.end; ++w) {
+      const std::int64_t at = ((n * g.in_h + h) * g.in_w + w) * g.channels + c;
+      const double v = core::to_double(x[at]);
+      if (best < 0 || v > best_value) best = at, best_value = v;
+    }
+  }
+  return best;
+}
+
+template <typename T>
+void reference_forward(PoolKind kind, const T* x, T* y, const PoolGeometry& g) {
+  const std::int64_t work = g.batch * g.out_h * g.out_w * g.channels * g.window_h * g.window_w;
+#pragma omp parallel for schedule(static) if (work > kParallelWork)
+  for (std::int64_t n = 0; n < g.batch; ++n) {
+    for_each_window(g, [&](std::int64_t oh, std::int64_t ow, Span rows, Span cols) {
+      T* out = y + ((n * g.out_h + oh) * g.out_w + ow) * g.channels;
+      const double count = static_cast<double>((rows.end - rows.begin) * (cols.end - cols.begin));
+      for (std::int64_t c = 0; c < g.channels; ++c) {
+        if (kind == PoolKind::max) {
+          out[c] = x[argmax(x, g, n, rows, cols, c)];
+          continue;
+        }
+        double sum = 0.0;
+        for (std::int64_t h = rows.begin; h < rows.end; ++h) {
+          for (std::int64_t w = cols.begin; w < cols.end; ++w) {
+            sum += core::to_double(x[((n * g.in_h + h) * g.in_w + w) * g.channels + c]);
+          }
+        }
+        out[c] = core::store_as<T>(sum / count);
+      }
+    });
+  }
+}
+
+// dx accumulated in float64 (overlapping windows add up), rounded once. x is read for max only.
+template <typename T>
+void reference_backward(PoolKind kind, const T* dy, const T* x, T* dx, const PoolGeometry& g) {
+  const std::int64_t image = g.in_h * g.in_w * g.channels;
+  const std::int64_t work = g.batch * g.out_h * g.out_w * g.channels * g.window_h * g.window_w;
+#pragma omp parallel for schedule(static) if (work > kParallelWork)
+  for (std::int64_t n = 0; n < g.batch; ++n) {
+    std::vector<double> acc(static_cast<std::size_t>(image), 0.0);
+    const std::int64_t base = n * image;
+    for_each_window(g, [&](std::int64_t oh, std::int64_t ow, Span rows, Span cols) {
+      const T* grad = dy + ((n * g.out_h + oh) * g.out_w + ow) * g.channels;
+      const double count = static_cast<double>((rows.end - rows.begin) * (cols.end - cols.begin));
+      for (std::int64_t c = 0; c < g.channels; ++c) {
+        const double gv = core::to_double(grad[c]);
+        if (kind == PoolKind::max) {
+          acc[static_cast<std::size_t>(argmax(x, g, n, rows, cols, c) - base)] += gv;
+          continue;
+        }
+        for (std::int64_t h = rows.begin; h < rows.end; ++h) {
+          for (std::int64_t w = cols.begin; w < cols.end; ++w) {
+            acc[static_cast<std::size_t>((h * g.in_w + w) * g.channels + c)] += gv / count;
+          }
+        }
+      }
+    });
+    for (std::int64_t i = 0; i < image; ++i) {
+      dx[base + i] = core::store_as<T>(acc[static_cast<std::size_t>(i)]);
+    }
+  }
+}
+
+void check_tensor(const char* op, const char* what, const Tensor& t, const Shape& expected,
+                  DType dtype) {
+  if (!t.defined() || t.shape() != expected || t.dtype() != dtype || !t.device().is_cpu() ||
+      !is_floating(dtype)) {
+    throw Error(std::string(op) + ": " + what + " must be a CPU floating tensor of dtype " +
+                std::string(dtype_name(dtype)) + " and shape " + expected.to_string() + ", got " +
+                (t.defined() ? std::string(dtype_name(t.dtype())) + " " + t.shape().to_string()
+                             : std::string("an undefined tensor")));
+  }
+}
+
+// ---- oneDNN ----
+
+enum class Pass : std::int64_t { inference, training, backward };
+
+struct PoolPrimitive {
+  dnnl::primitive primitive;
+  dnnl::memory::desc src, dst;   // (diff_)src and (diff_)dst, NHWC
+  dnnl::memory::desc workspace;  // max pooling in training and backward; else a zero desc
+  std::size_t scratchpad_bytes = 0;
+  std::string implementation;
+};
+
+dnnl::memory::desc nhwc(std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t c, dt type) {
+  return dnnl::memory::desc({n, c, h, w}, type, tag::nhwc);
+}
+
+std::string describe(PoolKind kind, const PoolGeometry& g, dt type) {
+  auto s = [](std::int64_t v) { return std::to_string(v); };
+  return std::string(kind == PoolKind::max ? "max" : "average") + " pooling of x (" + s(g.batch) +
+         ", " + s(g.in_h) + ", " + s(g.in_w) + ", " + s(g.channels) + "), window (" +
+         s(g.window_h) + ", " + s(g.window_w) + "), strides (" + s(g.stride_h) + ", " +
+         s(g.stride_w) + "), padding (" + s(g.pad_top) + ", " + s(g.pad_bottom) + ", " +
+         s(g.pad_left) + ", " + s(g.pad_right) + "), " +
+         (type == dt::bf16 ? "bfloat16" : "float32");
+}
+
+std::shared_ptr<const PoolPrimitive> create(Pass pass, PoolKind kind, const PoolGeometry& g,
+                                            dt type) {
+  auto p = std::make_shared<PoolPrimitive>();
+  dnnl::engine& engine = dnnl_engine();
+  p->src = nhwc(g.batch, g.in_h, g.in_w, g.channels, type);
+  p->dst = nhwc(g.batch, g.out_h, g.out_w, g.channels, type);
+  const dnnl::memory::dims strides{g.stride_h, g.stride_w}, kernel{g.window_h, g.window_w};
+  const dnnl::memory::dims pad_l{g.pad_top, g.pad_left}, pad_r{g.pad_bottom, g.pad_right};
+  // Keras averages over the real elements only (with `valid` there is no padding anyway).
+  const auto alg = kind == PoolKind::max ? dnnl::algorithm::pooling_max
+                                         : dnnl::algorithm::pooling_avg_exclude_padding;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // from the mixprec allocator
+  // Inference needs no workspace; training max pooling records the argmax of each window in it.
+  const auto prop = pass == Pass::inference ? dnnl::prop_kind::forward_inference
+                                            : dnnl::prop_kind::forward_training;
+  const dnnl::pooling_forward::desc fwd_desc(prop, alg, p->src, p->dst, strides, kernel, pad_l,
+                                             pad_r);
+  const dnnl::pooling_forward::primitive_desc fwd_pd(fwd_desc, attr, engine);
+  if (pass == Pass::backward) {
+    const dnnl::pooling_backward::desc desc(alg, p->src, p->dst, strides, kernel, pad_l, pad_r);
+    const dnnl::pooling_backward::primitive_desc pd(desc, attr, engine, fwd_pd);
+    p->workspace = pd.workspace_desc();
+    p->scratchpad_bytes = pd.scratchpad_desc().get_size();
+    p->implementation = pd.impl_info_str();
+    p->primitive = dnnl::pooling_backward(pd);
+  } else {
+    p->workspace = fwd_pd.workspace_desc();
+    p->scratchpad_bytes = fwd_pd.scratchpad_desc().get_size();
+    p->implementation = fwd_pd.impl_info_str();
+    p->primitive = dnnl::pooling_forward(fwd_pd);
+  }
+  return p;
+}
+
+// Least-recently-used cache of pooling primitives keyed by pass, kind, data type and geometry.
+class PoolCache {
+ public:
+  std::shared_ptr<const PoolPrimitive> get(Pass pass, PoolKind kind, const PoolGeometry& g,
+                                           dt type) {
+    const Key key = {static_cast<std::int64_t>(pass),
+                     static_cast<std::int64_t>(kind),
+                     static_cast<std::int64_t>(type),
+                     g.batch,
+                     g.in_h,
+                     g.in_w,
+                     g.channels,
+                     g.window_h,
+                     g.window_w,
+                     g.stride_h,
+                     g.stride_w,
+                     g.pad_top,
+                     g.pad_bottom,
+                     g.pad_left,
+                     g.pad_right,
+                     g.out_h,
+                     g.out_w};
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      ++hits_;
+      lru_.splice(lru_.begin(), lru_, it->second);
+      return it->second->second;
+    }
+    std::shared_ptr<const PoolPrimitive> created;
+    try {
+      created = create(pass, kind, g, type);
+    } catch (const dnnl::error& e) {
+      throw Error("pool2d: oneDNN cannot create a primitive for " + describe(kind, g, type) + ": " +
+                  e.what());
+    }
+    ++misses_;
+    if (created->implementation.rfind("ref", 0) == 0) ++reference_implementations_;
+    lru_.emplace_front(key, created);
+    index_.emplace(key, lru_.begin());
+    if (lru_.size() > kCacheCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+    return created;
+  }
+
+  PrimitiveCacheStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {lru_.size(), kCacheCapacity, hits_, misses_, reference_implementations_};
+  }
+
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index_.clear();
+    lru_.clear();
+  }
+
+ private:
+  using Key = std::vector<std::int64_t>;
+  struct KeyHash {
+    std::size_t operator()(const Key& key) const {
+      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit words
+      for (std::int64_t v : key) {
+        h ^= static_cast<std::uint64_t>(v);
+        h *= 1099511628211ull;
+      }
+      return static_cast<std::size_t>(h);
+    }
+  };
+  using Entry = std::pair<Key, std::shared_ptr<const PoolPrimitive>>;
+  std::mutex mutex_;
+  std::list<Entry> lru_;
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+  std::int64_t hits_ = 0, misses_ = 0, reference_implementations_ = 0;
+};
+
+PoolCache& cache() {
+  static PoolCache instance;
+  return instance;
+}
+
+dnnl::memory memory_of(const dnnl::memory::desc& desc, const Tensor& t) {
+  return dnnl::memory(desc, dnnl_engine(), const_cast<void*>(t.data_ptr()));
+}
+
+Tensor bytes(std::size_t n) {
+  return core::make_tensor(Shape{static_cast<std::int64_t>(n)}, DType::uint8, Device::cpu());
+}
+
+void execute(const PoolPrimitive& p, std::unordered_map<int, dnnl::memory> args) {
+  Tensor pad;
+  if (p.scratchpad_bytes > 0) {
+    pad = bytes(p.scratchpad_bytes);
+    args[DNNL_ARG_SCRATCHPAD] = memory_of(
+        dnnl::memory::desc({static_cast<dnnl::memory::dim>(p.scratchpad_bytes)}, dt::u8, tag::a),
+        pad);
+  }
+  dnnl::stream& stream = dnnl_stream();
+  p.primitive.execute(stream, args);
+  stream.wait();
+}
+
+// x of float32 or bfloat16 (the primitive's data type).
+PoolForward forward_dnnl(PoolKind kind, const Tensor& x, const PoolGeometry& g,
+                         SaveForBackward save) {
+  const dt type = x.dtype() == DType::bfloat16 ? dt::bf16 : dt::f32;
+  const bool training = kind == PoolKind::max && save == SaveForBackward::yes;
+  const auto p = cache().get(training ? Pass::training : Pass::inference, kind, g, type);
+  PoolForward result;
+  result.y = core::make_tensor(y_shape(g), x.dtype(), Device::cpu());
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(p->src, x)},
+                                             {DNNL_ARG_DST, memory_of(p->dst, result.y)}};
+  if (training) {
+    result.state.workspace = bytes(p->workspace.get_size());
+    args[DNNL_ARG_WORKSPACE] = memory_of(p->workspace, result.state.workspace);
+  }
+  execute(*p, std::move(args));
+  result.state.native_bf16 = type == dt::bf16;
+  return result;
+}
+
+Tensor backward_dnnl(PoolKind kind, const Tensor& dy, const PoolState& state,
+                     const PoolGeometry& g) {
+  const dt type = dy.dtype() == DType::bfloat16 ? dt::bf16 : dt::f32;
+  const auto p = cache().get(Pass::backward, kind, g, type);
+  Tensor dx = core::make_tensor(x_shape(g), dy.dtype(), Device::cpu());
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, memory_of(p->dst, dy)},
+                                             {DNNL_ARG_DIFF_SRC, memory_of(p->src, dx)}};
+  if (kind == PoolKind::max) {
+    if (!state.workspace.defined() || state.workspace.nbytes() != p->workspace.get_size()) {
+      throw Error(
+          "cpu::pool2d_backward: max pooling needs the workspace of a forward run with "
+          "SaveForBackward::yes on the same geometry and data type");
+    }
+    args[DNNL_ARG_WORKSPACE] = memory_of(p->workspace, state.workspace);
+  }
+  execute(*p, std::move(args));
+  return dx;
+}
+
+Tensor widen(const Tensor& t) {
+  return t.dtype() == DType::float32 ? t : cpu::cast(t, DType::float32);
+}
+
+}  // namespace
+
+Tensor pool2d_reference_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g) {
+  check_tensor("cpu::pool2d_reference_forward", "x", x, x_shape(g), x.dtype());
+  const Tensor xc = x.detach().contiguous();
+  Tensor y = core::make_tensor(y_shape(g), x.dtype(), Device::cpu());
+  core::dispatch_floating(x.dtype(), "pool2d", [&]<typename T>() {
+    reference_forward<T>(kind, static_cast<const T*>(xc.data_ptr()), static_cast<T*>(y.data_ptr()),
+                         g);
+  });
+  return y;
+}
+
+Tensor pool2d_reference_backward(PoolKind kind, const Tensor& dy, const Tensor& x,
+                                 const PoolGeometry& g) {
+  constexpr const char* op = "cpu::pool2d_reference_backward";
+  check_tensor(op, "dy", dy, y_shape(g), dy.dtype());
+  if (kind == PoolKind::max) check_tensor(op, "x", x, x_shape(g), dy.dtype());
+  const Tensor dyc = dy.detach().contiguous();
+  const Tensor xc = kind == PoolKind::max ? x.detach().contiguous() : Tensor();
+  Tensor dx = core::make_tensor(x_shape(g), dy.dtype(), Device::cpu());
+  core::dispatch_floating(dy.dtype(), "pool2d", [&]<typename T>() {
+    reference_backward<T>(kind, static_cast<const T*>(dyc.data_ptr()),
+                          xc.defined() ? static_cast<const T*>(xc.data_ptr()) : nullptr,
+                          static_cast<T*>(dx.data_ptr()), g);
+  });
+  return dx;
+}
+
+PoolForward pool2d_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g,
+                           SaveForBackward save) {
+  check_tensor("cpu::pool2d_forward", "x", x, x_shape(g), x.dtype());
+  const DType dtype = x.dtype();
+  if (dtype == DType::float64 || x.numel() == 0) {
+    PoolForward result{pool2d_reference_forward(kind, x, g), {}};
+    if (save == SaveForBackward::yes && kind == PoolKind::max) result.state.x = x;
+    return result;
+  }
+  const Tensor xc = x.contiguous();
+  if (dtype == DType::float32 || (dtype == DType::bfloat16 && use_native_bf16())) {
+    return forward_dnnl(kind, xc, g, save);
+  }
+  // float16, or bfloat16 through float32: the max of widened values is one of them, so max
+  // pooling is exact either way; the average is computed in float32 and rounded once.
+  PoolForward result = forward_dnnl(kind, widen(xc), g, save);
+  result.y = cpu::cast(result.y, dtype);
+  return result;
+}
+
+Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const PoolState& state,
+                       const PoolGeometry& g) {
+  check_tensor("cpu::pool2d_backward", "dy", dy, y_shape(g), dy.dtype());
+  const DType dtype = dy.dtype();
+  if (dtype == DType::float64 || dy.numel() == 0 || g.batch * g.in_h * g.in_w * g.channels == 0) {
+    return pool2d_reference_backward(kind, dy, state.x, g);
+  }
+  const Tensor dyc = dy.contiguous();
+  // The data type of the forward run decides the primitive (the workspace belongs to it); average
+  // pooling has no workspace, and runs bf16 natively whenever the forward did.
+  if (dtype == DType::float32 || (dtype == DType::bfloat16 && state.native_bf16)) {
+    return backward_dnnl(kind, dyc, state, g);
+  }
+  return cpu::cast(backward_dnnl(kind, widen(dyc), state, g), dtype);
+}
+
+PrimitiveCacheStats pooling_cache_stats() { return cache().stats(); }
+
+void clear_pooling_cache() { cache().clear(); }
+
+}  // namespace mixprec::cpu
