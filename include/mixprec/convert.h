@@ -15,4 +15,10 @@ void convert(const float16* src, float* dst, std::size_t n);
 void convert(const float* src, bfloat16* dst, std::size_t n);
 void convert(const bfloat16* src, float* dst, std::size_t n);
 
+// dst[i] = float(float16(src[i])) (resp. bfloat16): float32 values rounded to the 16-bit format
+// (nearest even, overflow to inf, subnormals as the format has them) but kept in float32, in one
+// pass instead of a conversion there and back. src == dst is allowed.
+void round_to_float16(const float* src, float* dst, std::size_t n);
+void round_to_bfloat16(const float* src, float* dst, std::size_t n);
+
 }  // namespace mixprec

@@ -79,6 +79,15 @@ enum class Accumulation { float32, compute_dtype };
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a, Transpose transpose_b,
               Accumulation accumulation);
 
+// matmul(x, cast(kernel, x.dtype())) as one op, for a layer whose kernel variable is kept in a
+// wider dtype than it computes in (the float32 master of a mixed-precision layer): x (..., K),
+// kernel (K, N) -> (..., N) in x's dtype. Values and gradients are bit for bit those of the
+// composition (the kernel gradient is rounded to x's dtype and arrives in the kernel's dtype),
+// but the 16-bit kernel is made once per call in the form the backend multiplies (on a CPU
+// without a float16 matmul: float32 values rounded to float16) and reused by the backward pass,
+// and the kernel gradient is rounded in place rather than converted there and back.
+Tensor autocast_matmul(const Tensor& x, const Tensor& kernel);
+
 // ---- dtype and shape ----
 Tensor cast(const Tensor& x, DType dtype);
 Tensor reshape(const Tensor& x, const Shape& shape);

@@ -4,6 +4,7 @@
 #include "mixprec/data/fashion_mnist.h"
 
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -121,7 +122,10 @@ const std::array<std::string_view, kFashionMnistClasses>& fashion_mnist_class_na
   return names;
 }
 
-std::string default_fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
+std::string default_fashion_mnist_dir() {
+  const char* dir = std::getenv("MIXPREC_FASHION_MNIST_DIR");
+  return dir != nullptr && *dir != '\0' ? dir : "/usr/share/datasets/fashion-mnist";
+}
 
 FashionMnist load_fashion_mnist(const std::string& dir, FashionMnistOptions options) {
   std::error_code ec;

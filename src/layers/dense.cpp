@@ -71,12 +71,14 @@ class DenseImpl final : public LayerImpl {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
     const Tensor& x = inputs[0];  // (..., in), already in the compute dtype
     check_floating(x.dtype());
-    const Tensor kernel = read(kernel_);  // float32 master -> compute dtype (differentiable)
     // DESIGN §2.4: with the switch off, a 16-bit matmul rounds its partial sums to the compute
-    // dtype (the slow reference path on the CPU); otherwise partial sums are float32.
-    Tensor y = accumulation_dtype() == x.dtype() && is_16bit_float(x.dtype())
-                   ? matmul(x, kernel, Transpose::no, Transpose::no, Accumulation::compute_dtype)
-                   : matmul(x, kernel);
+    // dtype (the slow reference path on the CPU); otherwise partial sums are float32, and the
+    // float32 master kernel is read in the compute dtype inside the product (autocast_matmul:
+    // the same values as matmul(x, read(kernel_)) with less memory traffic).
+    Tensor y =
+        accumulation_dtype() == x.dtype() && is_16bit_float(x.dtype())
+            ? matmul(x, read(kernel_), Transpose::no, Transpose::no, Accumulation::compute_dtype)
+            : autocast_matmul(x, kernel_);
     if (use_bias_) y = y + read(bias_);  // (units,) broadcast over (..., units)
     return {apply_activation(activation_, y)};
   }

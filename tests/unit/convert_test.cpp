@@ -591,6 +591,41 @@ TEST_P(ConvertTest, BulkLengthsAndOffsets) {
       "bfloat16 -> float");
 }
 
+// round_to_float16/bfloat16 (float32 values rounded to the 16-bit format, kept in float32) against
+// the reference conversion there and back, out of place (aligned and not, odd lengths: the
+// streaming-store path and the tails) and in place, on random values, specials and every float16
+// value's neighbourhood.
+TEST(RoundToPrecision, MatchesTheReferenceRoundTrip) {
+  std::mt19937_64 rng(7);
+  std::vector<float> in(70001);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = random_float(rng);
+  for (uint32_t h = 0; h < 0x10000u; h += 3) {
+    const float v = from_bits(ref_half_to_float_bits(static_cast<uint16_t>(h)));
+    in[h % in.size()] = std::nextafter(v, (h & 1) ? INFINITY : -INFINITY);
+  }
+  const auto want16 = [](float f) { return ref_half_to_float_bits(ref_float_to_half(f)); };
+  const auto want_bf = [](float f) { return ref_bf16_to_float_bits(ref_float_to_bf16(f)); };
+  for (std::size_t offset : {std::size_t{0}, std::size_t{1}, std::size_t{5}}) {
+    const std::size_t n = in.size() - offset;
+    std::vector<float> out(n + 8);
+    float* dst = out.data() + (offset % 2);  // aligned (usually) and misaligned destinations
+    round_to_float16(in.data() + offset, dst, n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(to_bits(dst[i]), want16(in[offset + i])) << "float16, value " << in[offset + i];
+    }
+    round_to_bfloat16(in.data() + offset, dst, n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(to_bits(dst[i]), want_bf(in[offset + i])) << "bfloat16, value " << in[offset + i];
+    }
+  }
+  std::vector<float> inplace = in;
+  round_to_float16(inplace.data(), inplace.data(), inplace.size());
+  for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(to_bits(inplace[i]), want16(in[i]));
+  inplace = in;
+  round_to_bfloat16(inplace.data(), inplace.data(), inplace.size());
+  for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(to_bits(inplace[i]), want_bf(in[i]));
+}
+
 // ---------------------------------------------------------------------------------------------
 
 TEST(ConvertSimd, AvailabilityMatchesBehaviour) {

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -223,6 +224,18 @@ Bytes gunzip(const std::string& path) {
   while ((got = gzread(f, buffer, sizeof buffer)) > 0) out.insert(out.end(), buffer, buffer + got);
   gzclose(f);
   return out;
+}
+
+TEST(FashionMnistTest, DefaultDirectoryFollowsTheEnvironment) {
+  const char* saved = std::getenv("MIXPREC_FASHION_MNIST_DIR");
+  const std::string previous = saved != nullptr ? saved : "";
+  ::setenv("MIXPREC_FASHION_MNIST_DIR", "/opt/data/fmnist", 1);
+  EXPECT_EQ(default_fashion_mnist_dir(), "/opt/data/fmnist");
+  ::setenv("MIXPREC_FASHION_MNIST_DIR", "", 1);
+  EXPECT_EQ(default_fashion_mnist_dir(), "/usr/share/datasets/fashion-mnist");
+  ::unsetenv("MIXPREC_FASHION_MNIST_DIR");
+  EXPECT_EQ(default_fashion_mnist_dir(), "/usr/share/datasets/fashion-mnist");
+  if (saved != nullptr) ::setenv("MIXPREC_FASHION_MNIST_DIR", previous.c_str(), 1);
 }
 
 TEST(FashionMnistTest, RealDatasetMatchesAnIndependentDecode) {

@@ -35,7 +35,9 @@ inline constexpr std::int64_t kFashionMnistCols = 28;
 // The class names in label order: "T-shirt/top", "Trouser", ..., "Ankle boot".
 const std::array<std::string_view, kFashionMnistClasses>& fashion_mnist_class_names();
 
-// "/usr/share/datasets/fashion-mnist" (where the Debian package puts the files).
+// $MIXPREC_FASHION_MNIST_DIR when set and not empty (the data unpacked somewhere else, e.g. on a
+// machine where the package cannot be installed), else "/usr/share/datasets/fashion-mnist" (where
+// the Debian package puts the files).
 std::string default_fashion_mnist_dir();
 
 // Loads the four files from `dir` (gzip or plain; each is looked up as NAME.gz, then NAME).

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "backend/cpu/elementwise.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
+#include "mixprec/convert.h"
+#include "mixprec/error.h"
 
 namespace mixprec::cpu {
 
@@ -92,6 +95,46 @@ Tensor cast(const Tensor& x, DType dtype) {
       });
     });
   });
+  return out;
+}
+
+namespace {
+void round_blocks(const float* in, float* out, std::int64_t n, DType dtype) {
+  if (dtype != DType::float16 && dtype != DType::bfloat16) {
+    throw DTypeError(std::string("round_to_precision: expected float16 or bfloat16, got ") +
+                     std::string(dtype_name(dtype)));
+  }
+  constexpr std::int64_t kBlock = 1 << 14;
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t start = b * kBlock;
+    const auto count = static_cast<std::size_t>(std::min(kBlock, n - start));
+    if (dtype == DType::float16)
+      round_to_float16(in + start, out + start, count);
+    else
+      round_to_bfloat16(in + start, out + start, count);
+  }
+}
+
+void check_float32_contiguous(const Tensor& x) {
+  if (x.dtype() != DType::float32 || !x.is_contiguous()) {
+    throw DTypeError("round_to_precision: expected a contiguous float32 tensor, got " +
+                     std::string(dtype_name(x.dtype())) + " " + x.shape().to_string());
+  }
+}
+}  // namespace
+
+void round_to_precision_in_place(Tensor& x, DType dtype) {
+  check_float32_contiguous(x);
+  float* p = x.data<float>();
+  round_blocks(p, p, x.numel(), dtype);
+}
+
+Tensor round_to_precision(const Tensor& x, DType dtype) {
+  check_float32_contiguous(x);
+  Tensor out = core::make_tensor(x.shape(), DType::float32, x.device());
+  round_blocks(x.data<float>(), out.data<float>(), x.numel(), dtype);
   return out;
 }
 
