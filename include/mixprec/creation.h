@@ -11,7 +11,7 @@ namespace mixprec {
 
 struct TensorOptions {
   DType dtype = DType::float32;
-  Device device = Device::cpu();
+  Device device = default_device();  // Device::cpu() unless a DeviceScope says otherwise
   bool requires_grad = false;
 };
 
@@ -26,8 +26,10 @@ Tensor full_like(const Tensor& t, double value);
 // A scalar (rank-0) tensor.
 Tensor scalar(double value, TensorOptions options = {});
 // Copies host values (converted to options.dtype); values.size() must equal shape.numel().
-Tensor from_vector(const std::vector<float>& values, const Shape& shape, TensorOptions options = {});
-Tensor from_vector(const std::vector<double>& values, const Shape& shape, TensorOptions options = {});
+Tensor from_vector(const std::vector<float>& values, const Shape& shape,
+                   TensorOptions options = {});
+Tensor from_vector(const std::vector<double>& values, const Shape& shape,
+                   TensorOptions options = {});
 Tensor from_vector(const std::vector<std::int32_t>& values, const Shape& shape,
                    TensorOptions options = {.dtype = DType::int32});
 Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape,

@@ -21,4 +21,23 @@ struct Device {
   bool operator==(const Device& other) const = default;
 };
 
+// The device that new tensors go to when TensorOptions names none, and so where layers create
+// their variables (like `with tf.device(...)` or torch.set_default_device): the CPU unless set.
+// Per thread, so that input-pipeline threads keep making CPU tensors.
+Device default_device();
+void set_default_device(Device device);
+
+// Sets the default device for its lifetime and restores the previous one:
+//   { mp::DeviceScope on_gpu(mp::Device::cuda()); auto model = build(); model.fit(...); }
+class DeviceScope {
+ public:
+  explicit DeviceScope(Device device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  Device previous_;
+};
+
 }  // namespace mixprec

@@ -20,4 +20,14 @@ Device Device::parse(const std::string& text) {
   throw ValueError("unknown device '" + text + "'; expected cpu, cuda or cuda:N");
 }
 
+namespace {
+thread_local Device current_default = Device::cpu();
+}  // namespace
+
+Device default_device() { return current_default; }
+void set_default_device(Device device) { current_default = device; }
+
+DeviceScope::DeviceScope(Device device) : previous_(current_default) { current_default = device; }
+DeviceScope::~DeviceScope() { current_default = previous_; }
+
 }  // namespace mixprec

@@ -42,7 +42,8 @@ class DropoutImpl final : public LayerImpl {
       throw DTypeError(name() + ": Dropout needs a floating input in training, got " +
                        std::string(dtype_name(x.dtype())));
     }
-    return {x * mask(x.shape(), x.dtype())};
+    // Drawn on the CPU (the same mask on every device for a seed), then moved to x's device.
+    return {x * mask(x.shape(), x.dtype()).to(x.device())};
   }
 
   // The mask is drawn in fixed chunks of kChunk elements, chunk c from its own generator seeded

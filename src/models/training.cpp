@@ -162,8 +162,16 @@ std::vector<std::pair<std::string, double>> metric_results(const TrainingState& 
   return out;
 }
 
-void train_step(const Model& model, TrainingState& state, const Tensor& x, const Tensor& y,
-                std::optional<std::vector<Tensor>>& variables, StepPosition position) {
+Device model_device(const Model& model) {
+  const std::vector<Tensor> variables = model.variables();
+  return variables.empty() ? default_device() : variables.front().device();
+}
+
+void train_step(const Model& model, TrainingState& state, const Tensor& x_batch,
+                const Tensor& y_batch, std::optional<std::vector<Tensor>>& variables,
+                StepPosition position) {
+  const Device device = model_device(model);
+  const Tensor x = x_batch.to(device), y = y_batch.to(device);
   const Tensor y_pred = model(x, CallOptions{.training = true});
   if (!state.outputs_checked) check_output_dtypes(model, state);
   // Frozen layers are not in this list, so no gradient is computed for them.

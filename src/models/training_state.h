@@ -64,6 +64,10 @@ struct StepPosition {
 // ValueError naming the model and `what` ("fit") when compile() has not run.
 TrainingState& require_compiled(const Model& model, const char* what);
 
+// Where the model computes: the device of its variables (all on one), else the default device.
+// Batches come from CPU datasets and are moved there before each step.
+Device model_device(const Model& model);
+
 // Verbosity::automatic -> progress_bar when stdout is a terminal, else one_line_per_epoch.
 Verbosity resolve_verbosity(Verbosity verbose);
 // The progress output for `verbose` (resolved): a bar, a line per pass, or none when silent.
