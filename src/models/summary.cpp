@@ -8,7 +8,9 @@
 
 #include "layers/input_layer_impl.h"
 #include "mixprec/models/model.h"
+#include "mixprec/models/tensor_core_advice.h"
 #include "models/model_impl.h"
+#include "models/training_state.h"
 
 namespace mixprec {
 
@@ -144,6 +146,14 @@ void Model::summary(std::ostream& os) const {
   os << "Total params: " << with_commas(trainable + non_trainable) << '\n';
   os << "Trainable params: " << with_commas(trainable) << '\n';
   os << "Non-trainable params: " << with_commas(non_trainable) << '\n';
+  // On a GPU, the seed's tensor-core rule for every 16-bit layer that breaks it.
+  if (models::model_device(*this).is_cuda()) {
+    const std::vector<TensorCoreAdvice> advice = tensor_core_advice(*this);
+    if (!advice.empty()) {
+      os << "Tensor cores (float16/bfloat16 run at full speed on multiples of 8):\n";
+      for (const TensorCoreAdvice& a : advice) os << "  " << a.to_string() << '\n';
+    }
+  }
   os << std::string(total_width, '_') << '\n';
 }
 

@@ -11,6 +11,7 @@
 #include "mixprec/logging.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/models/model.h"
+#include "mixprec/models/tensor_core_advice.h"
 #include "mixprec/ops.h"
 #include "mixprec/optimizers/rmsprop.h"
 #include "models/model_impl.h"
@@ -230,6 +231,19 @@ void train_step(const Model& model, TrainingState& state, const Tensor& x_batch,
 
 // ---- the Model methods ----
 
+namespace {
+// Seed 001: on a GPU, 16-bit layers whose sizes are not multiples of 8 miss the tensor cores.
+void warn_about_tensor_cores(const Model& model) {
+  if (!models::model_device(model).is_cuda()) return;
+  const std::vector<TensorCoreAdvice> advice = tensor_core_advice(model);
+  if (advice.empty()) return;
+  std::string message = "model '" + model.name() + "': tensor cores run float16/bfloat16 at full " +
+                        "speed only on multiples of 8:";
+  for (const TensorCoreAdvice& a : advice) message += "\n  " + a.to_string();
+  log(LogLevel::warning, message);
+}
+}  // namespace
+
 void Model::compile(CompileOptions options) {
   auto state = std::make_shared<models::TrainingState>();
 
@@ -277,6 +291,7 @@ void Model::compile(CompileOptions options) {
 
   model_impl().training = state;
   models::check_output_dtypes(*this, *state);
+  warn_about_tensor_cores(*this);
 }
 
 optimizers::Optimizer Model::optimizer() const {
