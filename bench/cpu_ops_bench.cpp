@@ -242,20 +242,20 @@ void bench_matmul(const MatmulShape& s, int warmup, int repeats, std::vector<Res
       "(" + std::to_string(s.m) + ", " + std::to_string(s.n) + ", " + std::to_string(s.k) + ")";
   struct Variant {
     mp::DType dtype;
-    mp::cpu::Bf16Matmul path;
+    mp::cpu::Bf16Path path;
     const char* note;
   };
   std::vector<Variant> variants = {
-      {mp::DType::float32, mp::cpu::Bf16Matmul::when_available, "oneDNN f32"},
-      {mp::DType::float16, mp::cpu::Bf16Matmul::when_available,
+      {mp::DType::float32, mp::cpu::Bf16Path::when_available, "oneDNN f32"},
+      {mp::DType::float16, mp::cpu::Bf16Path::when_available,
        "converted to f32 around the oneDNN f32 primitive"},
-      {mp::DType::bfloat16, mp::cpu::Bf16Matmul::when_available,
+      {mp::DType::bfloat16, mp::cpu::Bf16Path::when_available,
        mp::cpu::cpu_has_native_bf16() ? "native oneDNN bf16 (f32 accumulation)"
                                       : "converted to f32 around the oneDNN f32 primitive"},
   };
   if (mp::cpu::cpu_has_native_bf16()) {
     // The fallback the library takes on CPUs without native bf16, measured here as well.
-    variants.push_back({mp::DType::bfloat16, mp::cpu::Bf16Matmul::convert_to_float32,
+    variants.push_back({mp::DType::bfloat16, mp::cpu::Bf16Path::convert_to_float32,
                         "forced conversion to f32 (the path of CPUs without native bf16)"});
   }
   std::vector<mp::Tensor> lhs, rhs;
@@ -264,9 +264,9 @@ void bench_matmul(const MatmulShape& s, int warmup, int repeats, std::vector<Res
     lhs.push_back(random_tensor({s.m, s.k}, v.dtype, 1));
     rhs.push_back(random_tensor({s.k, s.n}, v.dtype, 2));
     runs.push_back([&, i = lhs.size() - 1, path = v.path] {
-      const auto previous = mp::cpu::set_bf16_matmul_path(path);
+      const auto previous = mp::cpu::set_bf16_path(path);
       mp::matmul(lhs[i], rhs[i]);
-      mp::cpu::set_bf16_matmul_path(previous);
+      mp::cpu::set_bf16_path(previous);
     });
   }
   const std::vector<Stats> times = measure_interleaved(runs, warmup, repeats);

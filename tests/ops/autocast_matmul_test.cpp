@@ -70,9 +70,9 @@ TEST(AutocastMatmul, NativeBfloat16IsBitIdenticalToTheComposition) {
 }
 
 TEST(AutocastMatmul, ConvertedBfloat16IsBitIdenticalToTheComposition) {
-  const cpu::Bf16Matmul previous = cpu::set_bf16_matmul_path(cpu::Bf16Matmul::convert_to_float32);
+  const cpu::Bf16Path previous = cpu::set_bf16_path(cpu::Bf16Path::convert_to_float32);
   expect_identical(Shape{33, 70}, DType::bfloat16);
-  cpu::set_bf16_matmul_path(previous);
+  cpu::set_bf16_path(previous);
 }
 
 TEST(AutocastMatmul, BatchedInputFoldsItsRows) {

@@ -31,11 +31,11 @@ Tensor normal(const Shape& shape, std::uint64_t seed, DType dtype = DType::float
 // Restores the bf16 path (the switch matmul, conv and pooling share) on scope exit.
 class Bf16PathGuard {
  public:
-  explicit Bf16PathGuard(cpu::Bf16Matmul path) : previous_(cpu::set_bf16_matmul_path(path)) {}
-  ~Bf16PathGuard() { cpu::set_bf16_matmul_path(previous_); }
+  explicit Bf16PathGuard(cpu::Bf16Path path) : previous_(cpu::set_bf16_path(path)) {}
+  ~Bf16PathGuard() { cpu::set_bf16_path(previous_); }
 
  private:
-  cpu::Bf16Matmul previous_;
+  cpu::Bf16Path previous_;
 };
 
 // ---- the test's own convolution ----
@@ -437,7 +437,7 @@ TEST(DepthwiseConv, EqualsGroupedConvWithReorderedChannels) {
 // ---- 16-bit ----
 
 TEST(ConvLowPrecision, SixteenBitMatchesFloat32BothBf16Paths) {
-  for (auto path : {cpu::Bf16Matmul::when_available, cpu::Bf16Matmul::convert_to_float32}) {
+  for (auto path : {cpu::Bf16Path::when_available, cpu::Bf16Path::convert_to_float32}) {
     Bf16PathGuard guard(path);
     std::uint64_t seed = 500;
     for (const Case& c : kCases) {
@@ -451,7 +451,7 @@ TEST(ConvLowPrecision, SixteenBitMatchesFloat32BothBf16Paths) {
             },
             inputs, dtype))
             << dtype_name(dtype) << " " << c.label()
-            << (path == cpu::Bf16Matmul::when_available ? " native" : " converted");
+            << (path == cpu::Bf16Path::when_available ? " native" : " converted");
       }
     }
   }
@@ -459,7 +459,7 @@ TEST(ConvLowPrecision, SixteenBitMatchesFloat32BothBf16Paths) {
 
 // The conversion path is exactly float32 on the widened values, rounded once.
 TEST(ConvLowPrecision, ConvertPathIsFloat32RoundedOnce) {
-  Bf16PathGuard guard(cpu::Bf16Matmul::convert_to_float32);
+  Bf16PathGuard guard(cpu::Bf16Path::convert_to_float32);
   const Case c = conv(2, 8, 8, 8, 3, 3, 8).same();
   for (DType dtype : {DType::float16, DType::bfloat16}) {
     const auto [x, w, b] = operands(c, 600, dtype);
@@ -472,7 +472,7 @@ TEST(ConvLowPrecision, ConvertPathIsFloat32RoundedOnce) {
 }
 
 TEST(ConvLowPrecision, NativeBf16WithinOneRounding) {
-  Bf16PathGuard guard(cpu::Bf16Matmul::when_available);
+  Bf16PathGuard guard(cpu::Bf16Path::when_available);
   for (const Case& c : kCases) {
     const auto [x, w, b] = operands(c, 700, DType::bfloat16);
     const Tensor y = run(c, x, w, b);

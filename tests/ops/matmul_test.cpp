@@ -84,11 +84,11 @@ double unit_roundoff(DType dtype) {
 // Restores the bf16 path on scope exit.
 class Bf16PathGuard {
  public:
-  explicit Bf16PathGuard(cpu::Bf16Matmul path) : previous_(cpu::set_bf16_matmul_path(path)) {}
-  ~Bf16PathGuard() { cpu::set_bf16_matmul_path(previous_); }
+  explicit Bf16PathGuard(cpu::Bf16Path path) : previous_(cpu::set_bf16_path(path)) {}
+  ~Bf16PathGuard() { cpu::set_bf16_path(previous_); }
 
  private:
-  cpu::Bf16Matmul previous_;
+  cpu::Bf16Path previous_;
 };
 
 const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> kShapes = {
@@ -232,7 +232,7 @@ TEST(MatmulForward, SixteenBitMatchesReference) {
 // The float32-conversion path computes exactly the float32 product of the stored values, rounded
 // once: bit-identical to float32 matmul of the widened operands followed by one cast.
 TEST(MatmulForward, ConvertPathIsFloat32RoundedOnce) {
-  Bf16PathGuard guard(cpu::Bf16Matmul::convert_to_float32);
+  Bf16PathGuard guard(cpu::Bf16Path::convert_to_float32);
   for (DType dtype : {DType::float16, DType::bfloat16}) {
     for (Transpose ta : {N, T}) {
       for (Transpose tb : {N, T}) {
@@ -256,11 +256,11 @@ TEST(MatmulForward, NativeAndConvertedBfloat16Agree) {
   const Tensor b = normal({256, 48}, 311, 1.0 / 16).to(DType::bfloat16);
   Tensor native, converted;
   {
-    Bf16PathGuard guard(cpu::Bf16Matmul::when_available);
+    Bf16PathGuard guard(cpu::Bf16Path::when_available);
     native = matmul(a, b);
   }
   {
-    Bf16PathGuard guard(cpu::Bf16Matmul::convert_to_float32);
+    Bf16PathGuard guard(cpu::Bf16Path::convert_to_float32);
     converted = matmul(a, b);
   }
   EXPECT_TRUE(matches_reference(native, a, b));
@@ -393,8 +393,7 @@ TEST(MatmulLowPrecision, Float16AndBfloat16VsFloat32) {
       {{4, 16, 64}, {64, 8}, N, N}, {{16, 64}, {4, 8, 64}, N, T},
   };
   std::uint64_t seed = 500;
-  for (cpu::Bf16Matmul path :
-       {cpu::Bf16Matmul::when_available, cpu::Bf16Matmul::convert_to_float32}) {
+  for (cpu::Bf16Path path : {cpu::Bf16Path::when_available, cpu::Bf16Path::convert_to_float32}) {
     Bf16PathGuard guard(path);
     for (DType dtype : {DType::float16, DType::bfloat16}) {
       for (const Case& c : cases) {
@@ -405,8 +404,8 @@ TEST(MatmulLowPrecision, Float16AndBfloat16VsFloat32) {
             [=](const std::vector<Tensor>& x) { return matmul(x[0], x[1], c.ta, c.tb); }, {a, b},
             dtype))
             << dtype_name(dtype) << " " << c.a.to_string() << " x " << c.b.to_string()
-            << (path == cpu::Bf16Matmul::when_available ? " (native bf16 when available)"
-                                                        : " (bf16 via float32)");
+            << (path == cpu::Bf16Path::when_available ? " (native bf16 when available)"
+                                                      : " (bf16 via float32)");
       }
     }
   }
@@ -563,7 +562,7 @@ TEST(MatmulCache, NativeBf16OnlyWhereTheCpuHasIt) {
       text.find("amx_bf16") == std::string::npos) {
     EXPECT_FALSE(cpu::cpu_has_native_bf16());
   }
-  Bf16PathGuard guard(cpu::Bf16Matmul::convert_to_float32);
+  Bf16PathGuard guard(cpu::Bf16Path::convert_to_float32);
   EXPECT_FALSE(cpu::use_native_bf16());
 }
 

@@ -28,11 +28,11 @@ Tensor normal(const Shape& shape, std::uint64_t seed, DType dtype = DType::float
 
 class Bf16PathGuard {
  public:
-  explicit Bf16PathGuard(cpu::Bf16Matmul path) : previous_(cpu::set_bf16_matmul_path(path)) {}
-  ~Bf16PathGuard() { cpu::set_bf16_matmul_path(previous_); }
+  explicit Bf16PathGuard(cpu::Bf16Path path) : previous_(cpu::set_bf16_path(path)) {}
+  ~Bf16PathGuard() { cpu::set_bf16_path(previous_); }
 
  private:
-  cpu::Bf16Matmul previous_;
+  cpu::Bf16Path previous_;
 };
 
 enum class Kind { max, avg };
@@ -214,7 +214,7 @@ TEST(PoolBackward, GradcheckFloat64) {
 
 // Ties: each window's gradient goes to its first maximum in row-major window order.
 TEST(PoolBackward, MaxGradientGoesToTheFirstMaximum) {
-  for (auto path : {cpu::Bf16Matmul::when_available, cpu::Bf16Matmul::convert_to_float32}) {
+  for (auto path : {cpu::Bf16Path::when_available, cpu::Bf16Path::convert_to_float32}) {
     Bf16PathGuard guard(path);
     for (DType dtype : {DType::float32, DType::float64, DType::float16, DType::bfloat16}) {
       // Constant input, overlapping 2x2 windows of stride 1: window (i, j) sends its gradient to
@@ -246,7 +246,7 @@ TEST(PoolBackward, AverageGradientSpreadsOverRealElements) {
 // ---- 16-bit ----
 
 TEST(PoolLowPrecision, SixteenBitMatchesFloat32BothBf16Paths) {
-  for (auto path : {cpu::Bf16Matmul::when_available, cpu::Bf16Matmul::convert_to_float32}) {
+  for (auto path : {cpu::Bf16Path::when_available, cpu::Bf16Path::convert_to_float32}) {
     Bf16PathGuard guard(path);
     std::uint64_t seed = 300;
     for (const Case& c : kCases) {
@@ -256,7 +256,7 @@ TEST(PoolLowPrecision, SixteenBitMatchesFloat32BothBf16Paths) {
           EXPECT_TRUE(check_low_precision(
               [&](const std::vector<Tensor>& in) { return run(kind, in[0], c); }, {x}, dtype))
               << (kind == Kind::max ? "max " : "avg ") << dtype_name(dtype) << " " << c.label()
-              << (path == cpu::Bf16Matmul::when_available ? " native" : " converted");
+              << (path == cpu::Bf16Path::when_available ? " native" : " converted");
         }
       }
     }

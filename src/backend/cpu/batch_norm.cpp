@@ -6,8 +6,6 @@
 #include <array>
 #include <bit>
 #include <cmath>
-#include <list>
-#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <type_traits>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/cast.h"
+#include "backend/cpu/scratch.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
@@ -380,71 +379,27 @@ std::shared_ptr<const BnormPrimitive> create_primitive(const Geometry& g) {
   return result;
 }
 
-// Compiled primitives by geometry, least recently used evicted beyond kCapacity (a network has a
-// few batch-norm shapes per layer; recompiling costs about a millisecond).
-class PrimitiveCache {
- public:
-  static constexpr std::size_t kCapacity = 512;
+// Compiled primitives by geometry, least recently used evicted beyond the capacity (a network has
+// a few batch-norm shapes per layer; recompiling costs about a millisecond).
+constexpr std::size_t kCacheCapacity = 512;
 
-  std::shared_ptr<const BnormPrimitive> get(const Geometry& g) {
-    const Key key{g.n,
-                  g.c,
-                  g.s,
-                  static_cast<std::int64_t>(g.data_type),
-                  static_cast<std::int64_t>(g.pass),
-                  static_cast<std::int64_t>(g.stats),
-                  static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(g.epsilon))};
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = index_.find(key); it != index_.end()) {
-      ++hits_;
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
-    }
-    auto created = create_primitive(g);  // under the lock: one compilation per new geometry
-    ++misses_;
-    if (created->implementation.rfind("ref", 0) == 0) ++reference_implementations_;
-    lru_.emplace_front(key, created);
-    index_.emplace(key, lru_.begin());
-    if (lru_.size() > kCapacity) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-    return created;
-  }
+// n, c, s, data type, pass, statistics and the bits of the float32 epsilon.
+using Key = std::array<std::int64_t, 7>;
 
-  PrimitiveCacheStats stats() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {lru_.size(), kCapacity, hits_, misses_, reference_implementations_};
-  }
-
-  void clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    index_.clear();
-    lru_.clear();
-  }
-
- private:
-  using Key = std::array<std::int64_t, 7>;
-  struct KeyHash {
-    std::size_t operator()(const Key& key) const {
-      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit words
-      for (std::int64_t v : key) {
-        h ^= static_cast<std::uint64_t>(v);
-        h *= 1099511628211ull;
-      }
-      return static_cast<std::size_t>(h);
-    }
-  };
-  using Entry = std::pair<Key, std::shared_ptr<const BnormPrimitive>>;
-  std::mutex mutex_;
-  std::list<Entry> lru_;
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
-  std::int64_t hits_ = 0, misses_ = 0, reference_implementations_ = 0;
-};
-
-PrimitiveCache& cache() {
-  static PrimitiveCache instance;
+PrimitiveCache<Key, BnormPrimitive>& cache() {
+  static PrimitiveCache<Key, BnormPrimitive> instance(kCacheCapacity);
   return instance;
+}
+
+std::shared_ptr<const BnormPrimitive> cached_primitive(const Geometry& g) {
+  const Key key{g.n,
+                g.c,
+                g.s,
+                static_cast<std::int64_t>(g.data_type),
+                static_cast<std::int64_t>(g.pass),
+                static_cast<std::int64_t>(g.stats),
+                static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(g.epsilon))};
+  return cache().get(key, [&] { return create_primitive(g); });
 }
 
 // oneDNN takes non-const handles; it only reads the inputs.
@@ -452,13 +407,10 @@ dnnl::memory memory_of(const dnnl::memory::desc& desc, const Tensor& t) {
   return dnnl::memory(desc, dnnl_engine(), const_cast<void*>(t.data_ptr()));
 }
 
+// Runs `p` with `args` plus its scratchpad, this thread's kept scratch block (scratch.h).
 void execute(const BnormPrimitive& p, std::unordered_map<int, dnnl::memory> args) {
-  const Tensor pad = core::make_tensor(Shape{static_cast<std::int64_t>(p.scratchpad_bytes)},
-                                       DType::uint8, Device::cpu());
-  args.emplace(DNNL_ARG_SCRATCHPAD,
-               dnnl::memory(dnnl::memory::desc({static_cast<dnnl::memory::dim>(p.scratchpad_bytes)},
-                                               dt::u8, tag::a),
-                            dnnl_engine(), const_cast<void*>(pad.data_ptr())));
+  const Scratchpad pad = dnnl_scratchpad(p.scratchpad_bytes);
+  args.emplace(DNNL_ARG_SCRATCHPAD, pad.memory);
   dnnl::stream& stream = dnnl_stream();
   p.primitive.execute(stream, args);
   stream.wait();
@@ -486,7 +438,7 @@ std::shared_ptr<const BnormPrimitive> dnnl_primitive(const Tensor& x, Pass pass,
   g.pass = pass;
   g.stats = pass == Pass::backward ? stats : BatchNormStats::batch;
   g.epsilon = static_cast<float>(epsilon);
-  auto p = cache().get(g);
+  auto p = cached_primitive(g);
   return p->jit ? p : nullptr;
 }
 

@@ -6,14 +6,14 @@
 // what oneDNN's fast kernels need.
 #include "backend/cpu/conv.h"
 
-#include <list>
-#include <mutex>
+#include <array>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/cast.h"
+#include "backend/cpu/scratch.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 
@@ -141,90 +141,48 @@ std::shared_ptr<const ConvPrimitive> create(Pass pass, const ConvGeometry& g, dt
   return p;
 }
 
-// Least-recently-used cache of conv primitives keyed by every integer that defines one.
-class ConvCache {
- public:
-  std::shared_ptr<const ConvPrimitive> get(Pass pass, const ConvGeometry& g, dt type, Bias bias) {
-    const Key key = {static_cast<std::int64_t>(pass),
-                     static_cast<std::int64_t>(type),
-                     static_cast<std::int64_t>(bias),
-                     g.batch,
-                     g.in_h,
-                     g.in_w,
-                     g.in_channels,
-                     g.kernel_h,
-                     g.kernel_w,
-                     g.out_channels,
-                     g.groups,
-                     g.stride_h,
-                     g.stride_w,
-                     g.dilation_h,
-                     g.dilation_w,
-                     g.pad_top,
-                     g.pad_bottom,
-                     g.pad_left,
-                     g.pad_right,
-                     g.out_h,
-                     g.out_w};
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = index_.find(key); it != index_.end()) {
-      ++hits_;
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
-    }
-    // Created under the lock: two threads asking for one new geometry compile it once.
-    std::shared_ptr<const ConvPrimitive> created;
+// Pass, data type, bias and the 18 integers of the geometry.
+using Key = std::array<std::int64_t, 21>;
+
+PrimitiveCache<Key, ConvPrimitive>& cache() {
+  static PrimitiveCache<Key, ConvPrimitive> instance(kCacheCapacity);
+  return instance;
+}
+
+// The cached primitive of `pass` for geometry g, data type and bias, keyed by every integer that
+// defines one.
+std::shared_ptr<const ConvPrimitive> cached_primitive(Pass pass, const ConvGeometry& g, dt type,
+                                                      Bias bias) {
+  const Key key = {static_cast<std::int64_t>(pass),
+                   static_cast<std::int64_t>(type),
+                   static_cast<std::int64_t>(bias),
+                   g.batch,
+                   g.in_h,
+                   g.in_w,
+                   g.in_channels,
+                   g.kernel_h,
+                   g.kernel_w,
+                   g.out_channels,
+                   g.groups,
+                   g.stride_h,
+                   g.stride_w,
+                   g.dilation_h,
+                   g.dilation_w,
+                   g.pad_top,
+                   g.pad_bottom,
+                   g.pad_left,
+                   g.pad_right,
+                   g.out_h,
+                   g.out_w};
+  return cache().get(key, [&] {
     try {
-      created = create(pass, g, type, bias);
+      return create(pass, g, type, bias);
     } catch (const dnnl::error& e) {
       static constexpr const char* kPass[] = {"forward", "backward data", "backward filters"};
       throw Error(std::string("conv2d: oneDNN cannot create a ") + kPass[static_cast<int>(pass)] +
                   " primitive for " + describe(g, type) + ": " + e.what());
     }
-    ++misses_;
-    if (created->implementation.rfind("ref", 0) == 0) ++reference_implementations_;
-    lru_.emplace_front(key, created);
-    index_.emplace(key, lru_.begin());
-    if (lru_.size() > kCacheCapacity) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-    return created;
-  }
-
-  PrimitiveCacheStats stats() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {lru_.size(), kCacheCapacity, hits_, misses_, reference_implementations_};
-  }
-
-  void clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    index_.clear();
-    lru_.clear();
-  }
-
- private:
-  using Key = std::vector<std::int64_t>;
-  struct KeyHash {
-    std::size_t operator()(const Key& key) const {
-      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit words
-      for (std::int64_t v : key) {
-        h ^= static_cast<std::uint64_t>(v);
-        h *= 1099511628211ull;
-      }
-      return static_cast<std::size_t>(h);
-    }
-  };
-  using Entry = std::pair<Key, std::shared_ptr<const ConvPrimitive>>;
-  std::mutex mutex_;
-  std::list<Entry> lru_;
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
-  std::int64_t hits_ = 0, misses_ = 0, reference_implementations_ = 0;
-};
-
-ConvCache& cache() {
-  static ConvCache instance;
-  return instance;
+  });
 }
 
 dnnl::memory memory_of(const dnnl::memory::desc& desc, const Tensor& t) {
@@ -232,12 +190,10 @@ dnnl::memory memory_of(const dnnl::memory::desc& desc, const Tensor& t) {
   return dnnl::memory(desc, dnnl_engine(), const_cast<void*>(t.data_ptr()));
 }
 
-Tensor bytes(std::size_t n) {
-  return core::make_tensor(Shape{static_cast<std::int64_t>(n)}, DType::uint8, Device::cpu());
-}
-
 // Runs `p` with `args` plus its scratchpad; `filters` is the user (Keras-layout) filter tensor,
-// converted into (or, for backward filters, out of) the primitive's layout around the call.
+// converted into (or, for backward filters, out of) the primitive's layout around the call. The
+// blocked filters and the scratchpad are this thread's kept scratch blocks (scratch.h): the same
+// sizes come back every step.
 void execute(const ConvPrimitive& p, Pass pass, std::unordered_map<int, dnnl::memory> args,
              const Tensor& filters) {
   dnnl::stream& stream = dnnl_stream();
@@ -245,7 +201,8 @@ void execute(const ConvPrimitive& p, Pass pass, std::unordered_map<int, dnnl::me
   const dnnl::memory user = memory_of(p.user_filters, filters);
   Tensor blocked;  // the filters in the primitive's layout, when it differs
   if (p.reorder_filters) {
-    blocked = bytes(p.filters.get_size());
+    blocked = scratch(ScratchSlot::filters, DType::uint8,
+                      static_cast<std::int64_t>(p.filters.get_size()));
     args[filters_arg] = memory_of(p.filters, blocked);
     if (pass != Pass::backward_filters) {
       p.filters_reorder.execute(stream, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, args[filters_arg]}});
@@ -253,12 +210,10 @@ void execute(const ConvPrimitive& p, Pass pass, std::unordered_map<int, dnnl::me
   } else {
     args[filters_arg] = user;
   }
-  Tensor pad;
+  Scratchpad pad;
   if (p.scratchpad_bytes > 0) {
-    pad = bytes(p.scratchpad_bytes);
-    args[DNNL_ARG_SCRATCHPAD] = memory_of(
-        dnnl::memory::desc({static_cast<dnnl::memory::dim>(p.scratchpad_bytes)}, dt::u8, tag::a),
-        pad);
+    pad = dnnl_scratchpad(p.scratchpad_bytes);
+    args[DNNL_ARG_SCRATCHPAD] = pad.memory;
   }
   p.primitive.execute(stream, args);
   if (p.reorder_filters && pass == Pass::backward_filters) {
@@ -300,7 +255,7 @@ Tensor widen(const Tensor& t) {
 Tensor forward_dnnl(const Tensor& x, const Tensor& filters, const Tensor& bias32,
                     const ConvGeometry& g) {
   const Bias bias = bias32.defined() ? Bias::present : Bias::none;
-  const auto p = cache().get(Pass::forward, g, data_type(x.dtype()), bias);
+  const auto p = cached_primitive(Pass::forward, g, data_type(x.dtype()), bias);
   Tensor y = core::make_tensor(y_shape(g), x.dtype(), Device::cpu());
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(p->activations, x)},
                                              {DNNL_ARG_DST, memory_of(p->output, y)}};
@@ -310,7 +265,7 @@ Tensor forward_dnnl(const Tensor& x, const Tensor& filters, const Tensor& bias32
 }
 
 Tensor backward_data_dnnl(const Tensor& dy, const Tensor& filters, const ConvGeometry& g) {
-  const auto p = cache().get(Pass::backward_data, g, data_type(dy.dtype()), Bias::none);
+  const auto p = cached_primitive(Pass::backward_data, g, data_type(dy.dtype()), Bias::none);
   Tensor dx = core::make_tensor(x_shape(g), dy.dtype(), Device::cpu());
   execute(*p, Pass::backward_data,
           {{DNNL_ARG_DIFF_DST, memory_of(p->output, dy)},
@@ -320,7 +275,7 @@ Tensor backward_data_dnnl(const Tensor& dy, const Tensor& filters, const ConvGeo
 }
 
 Tensor backward_filters_dnnl(const Tensor& x, const Tensor& dy, const ConvGeometry& g) {
-  const auto p = cache().get(Pass::backward_filters, g, data_type(x.dtype()), Bias::none);
+  const auto p = cached_primitive(Pass::backward_filters, g, data_type(x.dtype()), Bias::none);
   Tensor dfilters = core::make_tensor(filters_shape(g), x.dtype(), Device::cpu());
   execute(
       *p, Pass::backward_filters,

@@ -3,11 +3,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include <atomic>
-#include <list>
-#include <mutex>
 #include <sstream>
-#include <unordered_map>
-#include <utility>
 
 #include "mixprec/error.h"
 
@@ -19,22 +15,11 @@ namespace {
 // primitive is dropped (oneDNN compiles a new one in about a millisecond).
 constexpr std::size_t kCacheCapacity = 1024;
 
-std::atomic<Bf16Matmul> g_bf16_path{Bf16Matmul::when_available};
+std::atomic<Bf16Path> g_bf16_path{Bf16Path::when_available};
 
 // The cache key: every integer of the geometry in one flat vector (rank, dims, strides, data type
 // of src, weights and dst in turn).
 using Key = std::vector<std::int64_t>;
-
-struct KeyHash {
-  std::size_t operator()(const Key& key) const {
-    std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit words
-    for (std::int64_t v : key) {
-      h ^= static_cast<std::uint64_t>(v);
-      h *= 1099511628211ull;
-    }
-    return static_cast<std::size_t>(h);
-  }
-};
 
 void append(Key& key, const MatmulGeometry::Operand& operand) {
   key.push_back(static_cast<std::int64_t>(operand.dims.size()));
@@ -61,78 +46,31 @@ dnnl::memory::desc make_desc(const MatmulGeometry::Operand& operand) {
                             dnnl::memory::dims(operand.strides.begin(), operand.strides.end()));
 }
 
-class PrimitiveCache {
- public:
-  std::shared_ptr<const MatmulPrimitive> get(const MatmulGeometry& geometry) {
-    Key key;
-    key.reserve(3 * (1 + 2 * geometry.src.dims.size() + 1));
-    append(key, geometry.src);
-    append(key, geometry.weights);
-    append(key, geometry.dst);
-
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = index_.find(key); it != index_.end()) {
-      ++hits_;
-      lru_.splice(lru_.begin(), lru_, it->second);  // most recently used goes to the front
-      return it->second->second;
-    }
-    // Created under the lock: two threads asking for the same new shape compile it once.
-    auto created = create(geometry);
-    ++misses_;
-    if (created->implementation.rfind("ref", 0) == 0) ++reference_implementations_;
-    lru_.emplace_front(key, created);
-    index_.emplace(std::move(key), lru_.begin());
-    if (lru_.size() > kCacheCapacity) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-    return created;
+std::shared_ptr<const MatmulPrimitive> create(const MatmulGeometry& geometry) {
+  auto result = std::make_shared<MatmulPrimitive>();
+  try {
+    result->src = make_desc(geometry.src);
+    result->weights = make_desc(geometry.weights);
+    result->dst = make_desc(geometry.dst);
+    dnnl::primitive_attr attr;
+    // The caller provides the scratchpad (kept per-thread scratch from the mixprec allocator, so
+    // it shows up in memory_stats() and concurrent calls of one primitive never share a buffer).
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::matmul::desc desc(result->src, result->weights, result->dst);
+    dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
+    result->scratchpad_bytes = pd.scratchpad_desc().get_size();
+    result->implementation = pd.impl_info_str();
+    result->primitive = dnnl::matmul(pd);
+  } catch (const dnnl::error& e) {
+    throw Error("matmul: oneDNN cannot create a primitive for src " + describe(geometry.src) +
+                ", weights " + describe(geometry.weights) + ", dst " + describe(geometry.dst) +
+                ": " + e.what());
   }
+  return result;
+}
 
-  PrimitiveCacheStats stats() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {lru_.size(), kCacheCapacity, hits_, misses_, reference_implementations_};
-  }
-
-  void clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    index_.clear();
-    lru_.clear();
-  }
-
- private:
-  static std::shared_ptr<const MatmulPrimitive> create(const MatmulGeometry& geometry) {
-    auto result = std::make_shared<MatmulPrimitive>();
-    try {
-      result->src = make_desc(geometry.src);
-      result->weights = make_desc(geometry.weights);
-      result->dst = make_desc(geometry.dst);
-      dnnl::primitive_attr attr;
-      // The caller allocates the scratchpad through the mixprec allocator, so it shows up in
-      // memory_stats() and concurrent calls of one primitive never share a buffer.
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-      dnnl::matmul::desc desc(result->src, result->weights, result->dst);
-      dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
-      result->scratchpad_bytes = pd.scratchpad_desc().get_size();
-      result->implementation = pd.impl_info_str();
-      result->primitive = dnnl::matmul(pd);
-    } catch (const dnnl::error& e) {
-      throw Error("matmul: oneDNN cannot create a primitive for src " + describe(geometry.src) +
-                  ", weights " + describe(geometry.weights) + ", dst " + describe(geometry.dst) +
-                  ": " + e.what());
-    }
-    return result;
-  }
-
-  using Entry = std::pair<Key, std::shared_ptr<const MatmulPrimitive>>;
-  std::mutex mutex_;
-  std::list<Entry> lru_;
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
-  std::int64_t hits_ = 0, misses_ = 0, reference_implementations_ = 0;
-};
-
-PrimitiveCache& cache() {
-  static PrimitiveCache instance;
+PrimitiveCache<Key, MatmulPrimitive>& cache() {
+  static PrimitiveCache<Key, MatmulPrimitive> instance(kCacheCapacity);
   return instance;
 }
 
@@ -160,14 +98,19 @@ bool cpu_has_native_bf16() {
   return native;
 }
 
-Bf16Matmul set_bf16_matmul_path(Bf16Matmul path) { return g_bf16_path.exchange(path); }
+Bf16Path set_bf16_path(Bf16Path path) { return g_bf16_path.exchange(path); }
 
 bool use_native_bf16() {
-  return cpu_has_native_bf16() && g_bf16_path.load() == Bf16Matmul::when_available;
+  return cpu_has_native_bf16() && g_bf16_path.load() == Bf16Path::when_available;
 }
 
 std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatmulGeometry& geometry) {
-  return cache().get(geometry);
+  Key key;
+  key.reserve(3 * (1 + 2 * geometry.src.dims.size() + 1));
+  append(key, geometry.src);
+  append(key, geometry.weights);
+  append(key, geometry.dst);
+  return cache().get(key, [&] { return create(geometry); });
 }
 
 PrimitiveCacheStats matmul_cache_stats() { return cache().stats(); }

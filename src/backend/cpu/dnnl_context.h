@@ -1,7 +1,7 @@
 // The process-wide oneDNN CPU context: one engine (created on first use), one stream per thread on
-// it (a dnnl::stream must not be used by two threads at once), and a cache of compiled matmul
-// primitives keyed by the full geometry of the call, so a training loop that repeats its shapes
-// compiles each primitive once. Everything here is thread-safe.
+// it (a dnnl::stream must not be used by two threads at once), the bfloat16 path switch, and the
+// matmul primitives (cached by the full geometry of the call in a PrimitiveCache, like the
+// convolution, pooling and batch-norm ones). Everything here is thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/primitive_cache.h"
+
 namespace mixprec::cpu {
 
 dnnl::engine& dnnl_engine();
@@ -18,16 +20,18 @@ dnnl::engine& dnnl_engine();
 // OpenMP runtime, stream.wait() is still called after each primitive for clarity).
 dnnl::stream& dnnl_stream();
 
-// True when oneDNN runs bfloat16 matmuls natively on this CPU (AVX512_BF16 or AMX): its
+// True when oneDNN runs bfloat16 primitives natively on this CPU (AVX512_BF16 or AMX): its
 // effective ISA is avx512_core_bf16 or better. Computed once.
 bool cpu_has_native_bf16();
 
-// Whether bfloat16 matmuls use the native oneDNN bf16 primitive (when the CPU has it) or the
-// convert-to-float32 path. The default is `when_available`; tests and benchmarks switch to
+// Whether every oneDNN bfloat16 primitive (matmul, convolution, pooling, batch norm) runs natively
+// in bf16 (when the CPU has it) or the op computes in float32 instead: matmul, convolution and
+// pooling on exactly widened float32 copies, batch norm in its float32 reference loops, each
+// rounded once. The default is `when_available`; tests and benchmarks switch to
 // `convert_to_float32` to exercise and measure the fallback on a CPU that has native bf16.
-enum class Bf16Matmul { when_available, convert_to_float32 };
-// Returns the previous setting. Process-wide; not meant to be flipped while matmuls run.
-Bf16Matmul set_bf16_matmul_path(Bf16Matmul path);
+enum class Bf16Path { when_available, convert_to_float32 };
+// Returns the previous setting. Process-wide; not meant to be flipped while bf16 primitives run.
+Bf16Path set_bf16_path(Bf16Path path);
 // cpu_has_native_bf16() and the setting allows it.
 bool use_native_bf16();
 
@@ -54,15 +58,7 @@ struct MatmulPrimitive {
 // Throws mixprec::Error naming the geometry when oneDNN cannot build it.
 std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatmulGeometry& geometry);
 
-struct PrimitiveCacheStats {
-  std::size_t size = 0;      // primitives held now
-  std::size_t capacity = 0;  // least recently used entries are evicted beyond this
-  std::int64_t hits = 0;
-  std::int64_t misses = 0;  // = primitives created
-  // Primitives for which oneDNN chose its reference ("ref:...") kernel: a sign that a layout
-  // reached oneDNN that its fast kernels do not take. The matmul keeps this at zero.
-  std::int64_t reference_implementations = 0;
-};
+// The matmul primitive cache (the matmul keeps reference_implementations at zero).
 PrimitiveCacheStats matmul_cache_stats();
 void clear_matmul_cache();
 

@@ -5,7 +5,6 @@
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/scratch.h"
 #include "core/tensor_impl.h"
 #include "mixprec/convert.h"
 #include "mixprec/error.h"
@@ -86,31 +86,6 @@ bool normalize_plain(Layout& layout) {
   return true;
 }
 
-// Per-thread scratch kept between calls: the float32 copies of 16-bit operands, the float32
-// result before rounding, and oneDNN's scratchpad. Fresh multi-megabyte blocks are handed back to
-// the OS by free() and page-fault again on every call (a 4 MiB float32 copy of a 1024x1024
-// operand: 1024 faults, about 1 ms on the loaded VM, against 6-7 ms for the whole quiet 1024^3
-// product), so each slot keeps its largest block up to kKeepBytes. The blocks come from
-// core::make_tensor, so memory_stats() counts them; release_matmul_scratch() frees them.
-enum class Scratch { a, b, out, scratchpad };
-constexpr std::size_t kScratchSlots = 4;
-constexpr std::size_t kKeepBytes = std::size_t{64} << 20;
-
-std::array<Tensor, kScratchSlots>& kept_scratch() {
-  thread_local std::array<Tensor, kScratchSlots> kept;
-  return kept;
-}
-
-Tensor scratch(Scratch slot, DType dtype, std::int64_t n) {
-  Tensor& block = kept_scratch()[static_cast<std::size_t>(slot)];
-  if (block.defined() && block.dtype() == dtype && block.numel() >= n) {
-    return core::make_view(block, Shape{n}, {1}, 0);
-  }
-  Tensor fresh = core::make_tensor(Shape{n}, dtype, Device::cpu());
-  block = static_cast<std::size_t>(n) * dtype_size(dtype) <= kKeepBytes ? fresh : Tensor();
-  return fresh;
-}
-
 // An operand ready for the kernels: `data` holds the elements `layout` addresses from its first
 // element (data.data_ptr()).
 struct Operand {
@@ -145,17 +120,12 @@ void run_dnnl(const Operand& a, const Operand& b, dnnl::memory::data_type in_typ
   dnnl::memory src(primitive->src, engine, const_cast<void*>(a.data.data_ptr()));
   dnnl::memory weights(primitive->weights, engine, const_cast<void*>(b.data.data_ptr()));
   dnnl::memory dst(primitive->dst, engine, out.data_ptr());
-  const Tensor pad = scratch(Scratch::scratchpad, DType::uint8,
-                             static_cast<std::int64_t>(primitive->scratchpad_bytes));
-  dnnl::memory scratchpad(
-      dnnl::memory::desc({static_cast<dnnl::memory::dim>(primitive->scratchpad_bytes)},
-                         dnnl::memory::data_type::u8, dnnl::memory::format_tag::a),
-      engine, const_cast<void*>(pad.data_ptr()));
+  const Scratchpad pad = dnnl_scratchpad(primitive->scratchpad_bytes);
   dnnl::stream& stream = dnnl_stream();
   primitive->primitive.execute(stream, {{DNNL_ARG_SRC, src},
                                         {DNNL_ARG_WEIGHTS, weights},
                                         {DNNL_ARG_DST, dst},
-                                        {DNNL_ARG_SCRATCHPAD, scratchpad}});
+                                        {DNNL_ARG_SCRATCHPAD, pad.memory}});
   stream.wait();
 }
 
@@ -196,7 +166,7 @@ void convert_parallel(const std::vector<Conversion<From, To>>& jobs) {
 // appended to `jobs` for the caller to run; otherwise (a narrow slice of a wide matrix) the
 // elements are gathered into a row-major float32 copy at once.
 template <typename T>
-Operand to_float32(const Operand& op, Transpose transpose, Scratch slot,
+Operand to_float32(const Operand& op, Transpose transpose, ScratchSlot slot,
                    std::vector<Conversion<T, float>>& jobs) {
   const std::int64_t span = op.layout.span();
   if (span <= 2 * op.layout.numel()) {
@@ -219,15 +189,15 @@ void matmul_via_float32(const Operand& a, Transpose ta, const Operand& b, Transp
                         Tensor& out) {
   using dt = dnnl::memory::data_type;
   std::vector<Conversion<T, float>> jobs;
-  const Operand a32 = to_float32<T>(a, ta, Scratch::a, jobs);
-  const Operand b32 = to_float32<T>(b, tb, Scratch::b, jobs);
+  const Operand a32 = to_float32<T>(a, ta, ScratchSlot::operand_a, jobs);
+  const Operand b32 = to_float32<T>(b, tb, ScratchSlot::operand_b, jobs);
   convert_parallel(jobs);
   if (out.dtype() == DType::float32) {
     run_dnnl(a32, b32, dt::f32, out, dt::f32);
     return;
   }
-  Tensor out32 = core::make_view(scratch(Scratch::out, DType::float32, out.numel()), out.shape(),
-                                 out.strides(), 0);
+  Tensor out32 = core::make_view(scratch(ScratchSlot::result, DType::float32, out.numel()),
+                                 out.shape(), out.strides(), 0);
   run_dnnl(a32, b32, dt::f32, out32, dt::f32);
   convert_parallel<float, T>({{out32.data<float>(), static_cast<T*>(out.data_ptr()), out.numel()}});
 }
@@ -321,9 +291,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) {
   return matmul(a, b, ta, tb, a.dtype());
 }
 
-void release_matmul_scratch() {
-  for (Tensor& block : kept_scratch()) block = Tensor();
-}
+void release_matmul_scratch() { release_cpu_scratch(); }
 
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DType out_dtype) {
   check_operands(a, b, ta, tb);

@@ -3,14 +3,14 @@
 #include "backend/cpu/pooling.h"
 
 #include <algorithm>
-#include <list>
-#include <mutex>
+#include <array>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/cast.h"
+#include "backend/cpu/scratch.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
@@ -197,85 +197,41 @@ std::shared_ptr<const PoolPrimitive> create(Pass pass, PoolKind kind, const Pool
   return p;
 }
 
-// Least-recently-used cache of pooling primitives keyed by pass, kind, data type and geometry.
-class PoolCache {
- public:
-  std::shared_ptr<const PoolPrimitive> get(Pass pass, PoolKind kind, const PoolGeometry& g,
-                                           dt type) {
-    const Key key = {static_cast<std::int64_t>(pass),
-                     static_cast<std::int64_t>(kind),
-                     static_cast<std::int64_t>(type),
-                     g.batch,
-                     g.in_h,
-                     g.in_w,
-                     g.channels,
-                     g.window_h,
-                     g.window_w,
-                     g.stride_h,
-                     g.stride_w,
-                     g.pad_top,
-                     g.pad_bottom,
-                     g.pad_left,
-                     g.pad_right,
-                     g.out_h,
-                     g.out_w};
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (auto it = index_.find(key); it != index_.end()) {
-      ++hits_;
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
-    }
-    std::shared_ptr<const PoolPrimitive> created;
+// Pass, kind, data type and the 14 integers of the geometry.
+using Key = std::array<std::int64_t, 17>;
+
+PrimitiveCache<Key, PoolPrimitive>& cache() {
+  static PrimitiveCache<Key, PoolPrimitive> instance(kCacheCapacity);
+  return instance;
+}
+
+std::shared_ptr<const PoolPrimitive> cached_primitive(Pass pass, PoolKind kind,
+                                                      const PoolGeometry& g, dt type) {
+  const Key key = {static_cast<std::int64_t>(pass),
+                   static_cast<std::int64_t>(kind),
+                   static_cast<std::int64_t>(type),
+                   g.batch,
+                   g.in_h,
+                   g.in_w,
+                   g.channels,
+                   g.window_h,
+                   g.window_w,
+                   g.stride_h,
+                   g.stride_w,
+                   g.pad_top,
+                   g.pad_bottom,
+                   g.pad_left,
+                   g.pad_right,
+                   g.out_h,
+                   g.out_w};
+  return cache().get(key, [&] {
     try {
-      created = create(pass, kind, g, type);
+      return create(pass, kind, g, type);
     } catch (const dnnl::error& e) {
       throw Error("pool2d: oneDNN cannot create a primitive for " + describe(kind, g, type) + ": " +
                   e.what());
     }
-    ++misses_;
-    if (created->implementation.rfind("ref", 0) == 0) ++reference_implementations_;
-    lru_.emplace_front(key, created);
-    index_.emplace(key, lru_.begin());
-    if (lru_.size() > kCacheCapacity) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-    return created;
-  }
-
-  PrimitiveCacheStats stats() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {lru_.size(), kCacheCapacity, hits_, misses_, reference_implementations_};
-  }
-
-  void clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    index_.clear();
-    lru_.clear();
-  }
-
- private:
-  using Key = std::vector<std::int64_t>;
-  struct KeyHash {
-    std::size_t operator()(const Key& key) const {
-      std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 64-bit words
-      for (std::int64_t v : key) {
-        h ^= static_cast<std::uint64_t>(v);
-        h *= 1099511628211ull;
-      }
-      return static_cast<std::size_t>(h);
-    }
-  };
-  using Entry = std::pair<Key, std::shared_ptr<const PoolPrimitive>>;
-  std::mutex mutex_;
-  std::list<Entry> lru_;
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
-  std::int64_t hits_ = 0, misses_ = 0, reference_implementations_ = 0;
-};
-
-PoolCache& cache() {
-  static PoolCache instance;
-  return instance;
+  });
 }
 
 dnnl::memory memory_of(const dnnl::memory::desc& desc, const Tensor& t) {
@@ -286,13 +242,12 @@ Tensor bytes(std::size_t n) {
   return core::make_tensor(Shape{static_cast<std::int64_t>(n)}, DType::uint8, Device::cpu());
 }
 
+// Runs `p` with `args` plus its scratchpad, this thread's kept scratch block (scratch.h).
 void execute(const PoolPrimitive& p, std::unordered_map<int, dnnl::memory> args) {
-  Tensor pad;
+  Scratchpad pad;
   if (p.scratchpad_bytes > 0) {
-    pad = bytes(p.scratchpad_bytes);
-    args[DNNL_ARG_SCRATCHPAD] = memory_of(
-        dnnl::memory::desc({static_cast<dnnl::memory::dim>(p.scratchpad_bytes)}, dt::u8, tag::a),
-        pad);
+    pad = dnnl_scratchpad(p.scratchpad_bytes);
+    args[DNNL_ARG_SCRATCHPAD] = pad.memory;
   }
   dnnl::stream& stream = dnnl_stream();
   p.primitive.execute(stream, args);
@@ -304,7 +259,7 @@ PoolForward forward_dnnl(PoolKind kind, const Tensor& x, const PoolGeometry& g,
                          SaveForBackward save) {
   const dt type = x.dtype() == DType::bfloat16 ? dt::bf16 : dt::f32;
   const bool training = kind == PoolKind::max && save == SaveForBackward::yes;
-  const auto p = cache().get(training ? Pass::training : Pass::inference, kind, g, type);
+  const auto p = cached_primitive(training ? Pass::training : Pass::inference, kind, g, type);
   PoolForward result;
   result.y = core::make_tensor(y_shape(g), x.dtype(), Device::cpu());
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(p->src, x)},
@@ -321,7 +276,7 @@ PoolForward forward_dnnl(PoolKind kind, const Tensor& x, const PoolGeometry& g,
 Tensor backward_dnnl(PoolKind kind, const Tensor& dy, const PoolState& state,
                      const PoolGeometry& g) {
   const dt type = dy.dtype() == DType::bfloat16 ? dt::bf16 : dt::f32;
-  const auto p = cache().get(Pass::backward, kind, g, type);
+  const auto p = cached_primitive(Pass::backward, kind, g, type);
   Tensor dx = core::make_tensor(x_shape(g), dy.dtype(), Device::cpu());
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, memory_of(p->dst, dy)},
                                              {DNNL_ARG_DIFF_SRC, memory_of(p->src, dx)}};
