@@ -4,6 +4,7 @@
 # mixprec with the CUDA backend against it into build-gpu/. Prints the environment to run with.
 #
 #   scripts/gpu/build.sh                       # configure + build everything (tests included)
+#   TARGETS=mixprec_cli scripts/gpu/build.sh   # only the CLI (benchmark calls need no tests)
 #   BUILD=build-gpu CUDA_ARCHS=90 scripts/gpu/build.sh
 #   source .gpu-deps/env.sh && ctest --test-dir build-gpu -L gpu
 set -euo pipefail
@@ -65,5 +66,10 @@ if command -v ninja >/dev/null; then generator=(-G Ninja); fi
 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$prefix/usr" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu \
   -DMIXPREC_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" -DMIXPREC_BUILD_BENCH=ON
-cmake --build "$build" -j "$(nproc)"
+targets=()
+if [[ -n "${TARGETS:-}" ]]; then
+  read -r -a names <<<"$TARGETS"
+  targets=(--target "${names[@]}")
+fi
+cmake --build "$build" -j "$(nproc)" "${targets[@]}"
 echo "gpu/build: built $build; run with: source .gpu-deps/env.sh"
