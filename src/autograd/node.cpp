@@ -1,6 +1,7 @@
 #include "autograd/node.h"
 
 #include "backend/cpu/copy.h"
+#include "backend/cuda/copy.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
@@ -34,8 +35,12 @@ std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
 
 Tensor fresh_copy(const Tensor& t) {
   Tensor out = core::make_tensor(t.shape(), t.dtype(), t.device());
-  cpu::strided_to_contiguous(t.data_ptr(), t.shape(), t.strides(), dtype_size(t.dtype()),
-                             out.data_ptr());
+  if (t.device().is_cuda()) {
+    cuda::copy_strided(t.detach(), out);
+  } else {
+    cpu::strided_to_contiguous(t.data_ptr(), t.shape(), t.strides(), dtype_size(t.dtype()),
+                               out.data_ptr());
+  }
   return out;
 }
 

@@ -163,12 +163,18 @@ std::size_t cpu_cached_bytes() {
 MemoryStats memory_stats(Device device) {
   Counters& c = counters(device);
   MemoryStats stats{c.current.load(), c.peak.load(), c.allocations.load(), 0};
-  if (device.is_cpu()) stats.cached_bytes = static_cast<std::int64_t>(core::cpu_cached_bytes());
+  stats.cached_bytes = device.is_cpu() ? static_cast<std::int64_t>(core::cpu_cached_bytes())
+                                       : core::device_cached_bytes(device);
   return stats;
 }
 
 void empty_cache(Device device) {
-  if (device.is_cpu()) core::block_cache().release_all();
+  if (device.is_cpu()) {
+    core::block_cache().release_all();
+  } else {
+    counters(device);  // validates the index
+    core::device_empty_cache(device);
+  }
 }
 
 void reset_peak_memory_stats(Device device) {

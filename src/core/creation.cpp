@@ -5,6 +5,8 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cuda/copy.h"
+#include "backend/cuda/transfer.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
@@ -14,7 +16,10 @@ namespace mixprec {
 
 namespace {
 
+// Host-built values (from_vector, arange, random) are made on the CPU and copied to a CUDA
+// device in one transfer.
 Tensor finish(Tensor t, const TensorOptions& options) {
+  if (!(t.device() == options.device)) t = cuda::to_device(t, options.device);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -26,7 +31,7 @@ Tensor from_host(const std::vector<Src>& values, const Shape& shape, const Tenso
                      " values do not fill shape " + shape.to_string() + " (" +
                      std::to_string(shape.numel()) + " elements)");
   }
-  Tensor t = core::make_tensor(shape, options.dtype, options.device);
+  Tensor t = core::make_tensor(shape, options.dtype, Device::cpu());
   core::dispatch_dtype(options.dtype, [&]<typename T>() {
     T* out = static_cast<T*>(t.data_ptr());
     for (std::size_t i = 0; i < values.size(); ++i) {
@@ -42,7 +47,7 @@ Tensor from_host(const std::vector<Src>& values, const Shape& shape, const Tenso
 
 template <typename Sample>
 Tensor sampled(const Shape& shape, const TensorOptions& options, Sample sample) {
-  Tensor t = core::make_tensor(shape, options.dtype, options.device);
+  Tensor t = core::make_tensor(shape, options.dtype, Device::cpu());
   core::dispatch_floating(options.dtype, "random", [&]<typename T>() {
     T* out = static_cast<T*>(t.data_ptr());
     for (std::int64_t i = 0; i < shape.numel(); ++i) out[i] = core::from_double<T>(sample());
@@ -57,6 +62,9 @@ Tensor empty(const Shape& shape, TensorOptions options) {
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions options) {
+  if (options.device.is_cuda()) {  // filled on the GPU
+    return finish(cuda::full(shape, value, options.dtype, options.device), options);
+  }
   Tensor t = core::make_tensor(shape, options.dtype, options.device);
   core::dispatch_dtype(options.dtype, [&]<typename T>() {
     const T v = core::from_double<T>(value);
@@ -69,6 +77,9 @@ Tensor full(const Shape& shape, double value, TensorOptions options) {
 }
 
 Tensor zeros(const Shape& shape, TensorOptions options) {
+  if (options.device.is_cuda()) {  // cudaMemsetAsync
+    return finish(cuda::full(shape, 0.0, options.dtype, options.device), options);
+  }
   Tensor t = core::make_tensor(shape, options.dtype, options.device);
   std::memset(t.data_ptr(), 0, t.nbytes());  // all-zero bits is 0 in every dtype
   return finish(t, options);
@@ -104,7 +115,7 @@ Tensor from_data(const void* data, DType dtype, const Shape& shape, TensorOption
   Tensor raw = core::make_tensor(shape, dtype, Device::cpu());
   if (shape.numel() > 0) std::memcpy(raw.data_ptr(), data, raw.nbytes());
   Tensor t = options.dtype == dtype ? raw : raw.to(options.dtype);
-  return finish(t, options);
+  return finish(t, options);  // also moves to options.device (ignored until now)
 }
 
 Tensor arange(double start, double stop, double step, TensorOptions options) {
@@ -113,7 +124,7 @@ Tensor arange(double start, double stop, double step, TensorOptions options) {
   }
   const double count = std::ceil((stop - start) / step);
   const auto n = static_cast<std::int64_t>(count > 0 ? count : 0);
-  Tensor t = core::make_tensor(Shape{n}, options.dtype, options.device);
+  Tensor t = core::make_tensor(Shape{n}, options.dtype, Device::cpu());
   core::dispatch_dtype(options.dtype, [&]<typename T>() {
     T* out = static_cast<T*>(t.data_ptr());
     for (std::int64_t i = 0; i < n; ++i)

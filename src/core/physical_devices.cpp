@@ -1,5 +1,5 @@
 // list_physical_devices(): the CPU from /proc/cpuinfo and /proc/meminfo, the GPUs from the
-// enumerator the CUDA backend registers (none in a CPU-only build).
+// registered enumerator: initially the CUDA backend's (none in a CPU-only build).
 #include "mixprec/physical_devices.h"
 
 #include <unistd.h>
@@ -120,7 +120,7 @@ const PhysicalDevice& host_cpu() {
 
 struct Registry {
   std::mutex mutex;
-  core::GpuEnumerator enumerator;
+  core::GpuEnumerator enumerator = core::enumerate_cuda_gpus;
 };
 
 Registry& registry() {

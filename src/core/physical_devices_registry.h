@@ -1,5 +1,5 @@
-// Internal hooks of list_physical_devices(): the CUDA backend registers its GPU enumerator here
-// (core cannot call up into a backend), and tests parse synthetic /proc text.
+// Internal hooks of list_physical_devices(): the GPU enumerator (by default the CUDA backend's,
+// replaceable so that tests can list fake GPUs), and the parser of /proc text for tests.
 #pragma once
 
 #include <functional>
@@ -16,8 +16,14 @@ namespace mixprec::core {
 using GpuEnumerator = std::function<std::vector<PhysicalDevice>()>;
 
 // Installs the enumerator (replacing any earlier one) and returns the previous one; an empty
-// function removes it. With none registered there are no GPUs. Thread-safe.
+// function removes it. With none registered there are no GPUs. Thread-safe. The initial one is
+// enumerate_cuda_gpus.
 GpuEnumerator register_gpu_enumerator(GpuEnumerator enumerator);
+
+// The CUDA GPUs (name, compute capability, memory) as the CUDA backend sees them; defined by the
+// backend (src/backend/cuda/device_discovery.cpp), empty in a build without it
+// (src/backend/cuda/unavailable.cpp) and on a machine without a usable GPU or driver.
+std::vector<PhysicalDevice> enumerate_cuda_gpus();
 
 // The CPU entry built from the text of /proc/cpuinfo and /proc/meminfo (either may be empty or
 // malformed: the name is then "unknown", memory 0, features empty). Uses the first processor's

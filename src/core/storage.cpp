@@ -5,14 +5,19 @@
 
 namespace mixprec::core {
 
+// CPU storage comes from the host allocator; CUDA storage from the device allocator hook, which
+// the CUDA backend implements with its caching allocator (and which throws a DeviceError naming the
+// device in a build without the backend or on a machine without a GPU).
 Storage::Storage(std::size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
-  if (!device.is_cpu()) {
-    throw DeviceError("cannot allocate on " + device.to_string() +
-                      ": this build of mixprec has no CUDA backend; use --device cpu");
-  }
-  data_ = cpu_allocate(nbytes);
+  data_ = device.is_cpu() ? cpu_allocate(nbytes) : device_allocate(device, nbytes);
 }
 
-Storage::~Storage() { cpu_deallocate(data_, nbytes_); }
+Storage::~Storage() {
+  if (device_.is_cpu()) {
+    cpu_deallocate(data_, nbytes_);
+  } else {
+    device_deallocate(device_, data_, nbytes_);
+  }
+}
 
 }  // namespace mixprec::core

@@ -1,4 +1,5 @@
-// Storage: one owned allocation on one device, shared by every tensor that views it.
+// Storage: one owned allocation on one device (host memory, or GPU memory from the CUDA caching
+// allocator), shared by every tensor that views it.
 #pragma once
 
 #include <cstddef>

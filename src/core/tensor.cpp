@@ -4,6 +4,7 @@
 
 #include "autograd/node.h"
 #include "backend/cpu/copy.h"
+#include "backend/cuda/copy.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 
@@ -145,11 +146,13 @@ const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const { return checked(
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  if (!device().is_cpu())
-    throw DeviceError("contiguous: only CPU tensors are supported in this build");
   // A differentiable copy: the gradient of a copy is the gradient itself, reshaped to the view.
   Tensor out = core::make_tensor(shape(), dtype(), device());
-  cpu::strided_to_contiguous(data_ptr(), shape(), strides(), dtype_size(dtype()), out.data_ptr());
+  if (device().is_cuda()) {
+    cuda::copy_strided(detach(), out);
+  } else {
+    cpu::strided_to_contiguous(data_ptr(), shape(), strides(), dtype_size(dtype()), out.data_ptr());
+  }
   struct CopyBackward final : autograd::Node {
     std::vector<Tensor> backward(const Tensor& g) override { return {g}; }
     std::string name() const override { return "ContiguousBackward"; }

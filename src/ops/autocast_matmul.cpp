@@ -78,6 +78,11 @@ Tensor fused_2d(const Tensor& x, const Tensor& kernel) {
 Tensor autocast_matmul(const Tensor& x, const Tensor& kernel) {
   ops::check_floating("autocast_matmul", x);
   ops::check_floating("autocast_matmul", kernel);
+  if (x.device().is_cuda() || kernel.device().is_cuda()) {
+    // On a GPU the composition is the fused path: the cast is one cheap kernel, and cuBLASLt
+    // multiplies the 16-bit operands natively with float32 accumulation.
+    return matmul(x, cast(kernel, x.dtype()));
+  }
   ops::check_cpu("autocast_matmul", x);
   ops::check_cpu("autocast_matmul", kernel);
   if (x.rank() < 2 || kernel.rank() != 2 || x.dim(-1) != kernel.dim(0)) {

@@ -1,11 +1,12 @@
-// Broadcasting binary arithmetic: forward through cpu::binary, backward composed of ops and
-// reduced back to each operand's shape with sum_to.
+// Broadcasting binary arithmetic: forward through cpu::binary or cuda::binary (by the operands'
+// device), backward composed of ops and reduced back to each operand's shape with sum_to.
 #include "backend/cpu/binary.h"
 
 #include <cmath>
 #include <utility>
 
 #include "autograd/node.h"
+#include "backend/cuda/binary.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
 #include "mixprec/ops.h"
@@ -90,9 +91,8 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = op_name(op);
   ops::check_same_dtype_device(name, a, b);
   ops::check_floating(name, a);
-  ops::check_cpu(name, a);
   broadcast_shapes(a.shape(), b.shape(), name);  // throws naming this op and both shapes
-  Tensor out = cpu::binary(op, a, b);
+  Tensor out = a.device().is_cuda() ? cuda::binary(op, a, b) : cpu::binary(op, a, b);
   if (!autograd::needs_record({&a, &b})) return out;
   auto node = std::make_shared<BinaryBackward>();
   node->op = op;

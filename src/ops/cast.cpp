@@ -2,6 +2,8 @@
 // the input dtype, so a float32 master variable receives a float32 gradient).
 #include "autograd/node.h"
 #include "backend/cpu/cast.h"
+#include "backend/cuda/cast.h"
+#include "backend/cuda/transfer.h"
 #include "core/dispatch.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -18,9 +20,8 @@ struct CastBackward final : autograd::Node {
 
 Tensor cast(const Tensor& x, DType dtype) {
   ops::check_defined("cast", x);
-  ops::check_cpu("cast", x);
   if (x.dtype() == dtype) return x;
-  Tensor out = cpu::cast(x, dtype);
+  Tensor out = x.device().is_cuda() ? cuda::cast(x, dtype) : cpu::cast(x, dtype);
   if (!is_floating(dtype) || !autograd::needs_record({&x})) return out;
   auto node = std::make_shared<CastBackward>();
   node->input_dtype = x.dtype();
@@ -29,7 +30,9 @@ Tensor cast(const Tensor& x, DType dtype) {
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
-  const Tensor values = cpu::cast(detach(), dtype_of<T>());  // always a fresh contiguous copy
+  // A CUDA tensor is copied to the host first (waits for the GPU).
+  const Tensor host = device().is_cuda() ? cuda::to_device(detach(), Device::cpu()) : detach();
+  const Tensor values = cpu::cast(host, dtype_of<T>());  // always a fresh contiguous copy
   const T* p = static_cast<const T*>(values.data_ptr());
   return std::vector<T>(p, p + values.numel());
 }

@@ -34,7 +34,15 @@ void check_floating(const char* op, const Tensor& t) {
 void check_cpu(const char* op, const Tensor& t) {
   if (!t.device().is_cpu()) {
     throw DeviceError(std::string(op) + ": tensors on " + t.device().to_string() +
-                      " are not supported by this build (CPU only)");
+                      " are not supported yet (CPU only); move them with .to(Device::cpu())");
+  }
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  if (!(a.device() == b.device())) {
+    throw DeviceError(std::string(op) + ": operands on different devices (" +
+                      a.device().to_string() + " and " + b.device().to_string() +
+                      "); move one with .to(device)");
   }
 }
 

@@ -12,8 +12,10 @@ void check_defined(const char* op, const Tensor& t);
 // Same dtype and device for both operands; the message names the op and both shapes/dtypes.
 void check_same_dtype_device(const char* op, const Tensor& a, const Tensor& b);
 void check_floating(const char* op, const Tensor& t);
-// Only the CPU backend exists in this build.
+// For ops that have no CUDA kernel yet: a DeviceError naming the op for a non-CPU tensor.
 void check_cpu(const char* op, const Tensor& t);
+// Both tensors on one device; the message names the op and both devices.
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 std::string describe(const Tensor& t);  // "float16 (32, 10)"
 
 }  // namespace mixprec::ops

@@ -1,10 +1,11 @@
 // concat along one axis, for every dtype; differentiable: each input gets its slice of the
-// gradient. Kernels in cpu/concat.cpp.
+// gradient. Kernels in cpu/concat.cpp and cuda/concat.cpp (strided copies), by the device.
 #include "backend/cpu/concat.h"
 
 #include <string>
 
 #include "autograd/node.h"
+#include "backend/cuda/concat.h"
 #include "core/tensor_impl.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -20,7 +21,8 @@ struct ConcatBackward final : autograd::Node {
     // Only the inputs with an edge (those that require a gradient) get a copy of their slice.
     std::vector<bool> wanted(extents.size());
     for (std::size_t k = 0; k < extents.size(); ++k) wanted[k] = k < next.size() && next[k];
-    return cpu::split(g, axis, extents, wanted);
+    return g.device().is_cuda() ? cuda::split(g, axis, extents, wanted)
+                                : cpu::split(g, axis, extents, wanted);
   }
   std::string name() const override { return "ConcatBackward"; }
 };
@@ -56,7 +58,6 @@ void check_concat_inputs(const std::vector<Tensor>& tensors) {
 Tensor concat(const std::vector<Tensor>& tensors, int axis) {
   if (tensors.empty()) throw ValueError("concat: expects at least one tensor, got none");
   ops::check_defined("concat", tensors[0]);
-  ops::check_cpu("concat", tensors[0]);
   check_concat_inputs(tensors);
   const Tensor& first = tensors[0];
   const int a = normalize_axis(axis, first.rank(), "concat");
@@ -78,7 +79,11 @@ Tensor concat(const std::vector<Tensor>& tensors, int axis) {
   }
   dims[static_cast<std::size_t>(a)] = total;
   Tensor out = core::make_tensor(Shape(dims), first.dtype(), first.device());
-  cpu::concat(tensors, a, out);
+  if (out.device().is_cuda()) {
+    cuda::concat(tensors, a, out);
+  } else {
+    cpu::concat(tensors, a, out);
+  }
   if (!autograd::needs_record(tensors)) return out;
   auto node = std::make_shared<ConcatBackward>();
   node->axis = a;

@@ -1,5 +1,9 @@
 // argmax and one_hot: integer-valued results, not differentiable (no graph is recorded).
-// Their CPU loops live here, next to the checks: each is a single pass with no float math.
+// Their CPU loops live here, next to the checks: each is a single pass with no float math. On CUDA,
+// argmax runs cuda::argmax; one_hot reads the indices on the host (its range check must see every
+// index before anything is written), builds the result there and copies it to the GPU.
+#include "backend/cuda/indexing.h"
+
 #include <algorithm>
 #include <limits>
 #include <string>
@@ -105,7 +109,6 @@ bool is_integer_index_dtype(DType dtype) {
 
 Tensor argmax(const Tensor& x, int axis, KeepDims keep) {
   ops::check_defined("argmax", x);
-  ops::check_cpu("argmax", x);
   const int a = normalize_axis(axis, x.rank(), "argmax");
   if (x.shape()[a] == 0) {
     throw ShapeError("argmax: cannot take the argmax over the empty axis " + std::to_string(axis) +
@@ -120,6 +123,10 @@ Tensor argmax(const Tensor& x, int axis, KeepDims keep) {
   }
   Tensor out = core::make_tensor(Shape(dims), DType::int64, x.device());
   if (out.numel() == 0) return out;
+  if (x.device().is_cuda()) {
+    cuda::argmax(x, a, out);
+    return out;
+  }
   const Tensor src = x.detach().contiguous();
   const AxisLayout layout = layout_of(x.shape(), a);
   core::dispatch_dtype(x.dtype(), [&]<typename T>() {
@@ -131,7 +138,9 @@ Tensor argmax(const Tensor& x, int axis, KeepDims keep) {
 
 Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype) {
   ops::check_defined("one_hot", indices);
-  ops::check_cpu("one_hot", indices);
+  if (indices.device().is_cuda()) {
+    return one_hot(indices.detach().to(Device::cpu()), depth, dtype).to(indices.device());
+  }
   if (!is_integer_index_dtype(indices.dtype())) {
     throw DTypeError("one_hot: indices must have an integer dtype (int32, int64 or uint8), got " +
                      ops::describe(indices) + "; cast them with .to(mixprec::kInt64)");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autograd/node.h"
+#include "backend/cuda/matmul.h"
 #include "core/tensor_impl.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -58,6 +59,13 @@ Tensor fold_rows(const Tensor& x) {
                          {stride, x.strides()[static_cast<std::size_t>(r - 1)]}, x.offset());
 }
 
+// The backend's product: cuBLASLt for CUDA operands, oneDNN (or the float64 loop) for CPU ones.
+Tensor backend_matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
+                      DType out_dtype) {
+  return a.device().is_cuda() ? cuda::matmul(a, b, ta, tb, out_dtype)
+                              : cpu::matmul(a, b, ta, tb, out_dtype);
+}
+
 std::int64_t batch_count(const Shape& shape) {
   std::int64_t n = 1;
   for (int i = 0; i < shape.rank() - 2; ++i) n *= shape[i];
@@ -75,7 +83,7 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
       const auto& bs = b.strides();
       const Tensor b2 = core::make_view(b, Shape{b.dim(-2), b.dim(-1)},
                                         {bs[bs.size() - 2], bs[bs.size() - 1]}, b.offset());
-      Tensor out2 = cpu::matmul(a2, b2, ta, tb, out_dtype);
+      Tensor out2 = backend_matmul(a2, b2, ta, tb, out_dtype);
       std::vector<std::int64_t> dims(a.shape().begin(), a.shape().end() - 1);
       for (int i = 0; i < b.rank() - a.rank(); ++i) dims.insert(dims.begin(), 1);
       dims.push_back(out2.dim(-1));
@@ -83,7 +91,7 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
     }
   }
   const int rank = std::max(a.rank(), b.rank());
-  return cpu::matmul(pad_rank(a.detach(), rank), pad_rank(b.detach(), rank), ta, tb, out_dtype);
+  return backend_matmul(pad_rank(a.detach(), rank), pad_rank(b.detach(), rank), ta, tb, out_dtype);
 }
 
 struct MatmulBackward final : autograd::Node {
@@ -143,7 +151,6 @@ struct MatmulBackward final : autograd::Node {
 void check_matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) {
   ops::check_same_dtype_device("matmul", a, b);
   ops::check_floating("matmul", a);
-  ops::check_cpu("matmul", a);
   if (a.rank() < 2 || b.rank() < 2) {
     throw ShapeError("matmul: operands need rank >= 2, got " + a.shape().to_string() + " x " +
                      b.shape().to_string() +

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "backend/cuda/matmul.h"
 #include "core/tensor_impl.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -28,8 +29,6 @@
 namespace mixprec {
 
 namespace {
-
-constexpr const char* kOp = "matmul(Accumulation::compute_dtype)";
 
 Transpose flip(Transpose t) { return t == Transpose::yes ? Transpose::no : Transpose::yes; }
 
@@ -215,6 +214,68 @@ struct MatmulAccumulationBackward final : autograd::Node {
   void release_saved() override { a = b = Tensor(); }
 };
 
+// ---- CUDA: cuBLASLt with a 16-bit compute type (CUBLAS_COMPUTE_16F for float16; bfloat16 has
+// none in cuBLASLt and accumulates in float32, see cuda/matmul.h). The products of batch axes an
+// operand was broadcast along are summed by sum_to (float32 accumulation, rounded once), not in
+// the running 16-bit sum of the CPU reference.
+
+// x viewed with leading extent-1 axes up to `rank` (no copy, no autograd).
+Tensor pad_rank(const Tensor& x, int rank) {
+  if (x.rank() == rank) return x;
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank - x.rank()), 1);
+  std::vector<std::int64_t> strides(dims.size(), x.numel());
+  dims.insert(dims.end(), x.shape().begin(), x.shape().end());
+  strides.insert(strides.end(), x.strides().begin(), x.strides().end());
+  return core::make_view(x, Shape(dims), strides, x.offset());
+}
+
+Tensor cuda_accumulate16(const Tensor& l, Transpose tl, const Tensor& r, Transpose tr) {
+  const int rank = std::max(l.rank(), r.rank());
+  return cuda::matmul(pad_rank(l.detach(), rank), pad_rank(r.detach(), rank), tl, tr, l.dtype(),
+                      Accumulation::compute_dtype);
+}
+
+// With op(X) = X or X^T and C = op(A) op(B): d op(A) = dC op(B)^T, d op(B) = op(A)^T dC (as in
+// matmul.cpp), each a 16-bit-accumulated product.
+struct CudaMatmulAccumulationBackward final : autograd::Node {
+  Tensor a, b;
+  Shape a_shape, b_shape;
+  Transpose ta = Transpose::no, tb = Transpose::no;
+
+  std::vector<Tensor> backward(const Tensor& grad_output) override {
+    const DType dtype = next[0] ? b.dtype() : a.dtype();
+    const Tensor g = grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype);
+    Tensor ga, gb;
+    if (next[0]) {
+      ga = ta == Transpose::no ? cuda_accumulate16(g, Transpose::no, b, flip(tb))
+                               : cuda_accumulate16(b, tb, g, Transpose::yes);
+      ga = sum_to(ga, a_shape);
+    }
+    if (next[1]) {
+      gb = tb == Transpose::no ? cuda_accumulate16(a, flip(ta), g, Transpose::no)
+                               : cuda_accumulate16(g, Transpose::yes, a, ta);
+      gb = sum_to(gb, b_shape);
+    }
+    return {ga, gb};
+  }
+  std::string name() const override { return "MatmulAccumulationBackward"; }
+  void release_saved() override { a = b = Tensor(); }
+};
+
+Tensor cuda_matmul_accumulation(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) {
+  const Tensor ad = a.detach(), bd = b.detach();
+  Tensor out = cuda_accumulate16(ad, ta, bd, tb);
+  if (!autograd::needs_record({&a, &b})) return out;
+  auto node = std::make_shared<CudaMatmulAccumulationBackward>();
+  node->a_shape = a.shape();
+  node->b_shape = b.shape();
+  node->ta = ta;
+  node->tb = tb;
+  if (b.requires_grad()) node->a = ad;
+  if (a.requires_grad()) node->b = bd;
+  return autograd::record(out, node, {a, b});
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a, Transpose transpose_b,
@@ -225,9 +286,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a, Transpose
     // float32 accumulation, or operands whose compute dtype already is float32/float64.
     return matmul(a, b, transpose_a, transpose_b);
   }
-  ops::check_cpu(kOp, a);
   check_shapes(a, transpose_a, b, transpose_b);
   const Shape batch = broadcast_batch(a, transpose_a, b, transpose_b);
+  if (a.device().is_cuda()) return cuda_matmul_accumulation(a, b, transpose_a, transpose_b);
   const Tensor ad = a.detach(), bd = b.detach();
   Tensor out = accumulate(ad, transpose_a, bd, transpose_b,
                           output_shape(batch, op_rows(a, transpose_a), op_cols(b, transpose_b)),

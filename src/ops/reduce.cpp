@@ -1,9 +1,11 @@
-// Reductions (sum, mean, max) and the broadcast pair sum_to / broadcast_to.
+// Reductions (sum, mean, max) and the broadcast pair sum_to / broadcast_to; the reduction kernels
+// are cpu::reduce or cuda::reduce by the tensor's device.
 #include "backend/cpu/reduce.h"
 
 #include <algorithm>
 
 #include "autograd/node.h"
+#include "backend/cuda/reduce.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
@@ -24,6 +26,11 @@ std::vector<bool> axis_mask(const char* op, const Tensor& x, const std::vector<i
     mask[a] = true;
   }
   return mask;
+}
+
+Tensor reduce_kernel(cpu::ReduceOp op, const Tensor& x, const std::vector<bool>& mask,
+                     double scale = 1.0) {
+  return x.device().is_cuda() ? cuda::reduce(op, x, mask, scale) : cpu::reduce(op, x, mask, scale);
 }
 
 Shape reduced_shape(const Shape& shape, const std::vector<bool>& mask, KeepDims keep) {
@@ -75,7 +82,6 @@ struct MaxBackward final : autograd::Node {
 Tensor reduce_op(cpu::ReduceOp op, const char* name, const Tensor& x, const std::vector<int>& axes,
                  KeepDims keep, bool is_mean) {
   ops::check_floating(name, x);
-  ops::check_cpu(name, x);
   const auto mask = axis_mask(name, x, axes);
   if (op == cpu::ReduceOp::max) {
     for (int i = 0; i < x.rank(); ++i) {
@@ -92,7 +98,7 @@ Tensor reduce_op(cpu::ReduceOp op, const char* name, const Tensor& x, const std:
   // The mean divides in the float32 accumulator, before the one rounding to x's dtype: a float16
   // sum of many values would overflow (or round) before a division done afterwards.
   const double scale = is_mean ? 1.0 / static_cast<double>(std::max<std::int64_t>(count, 1)) : 1.0;
-  Tensor kept = cpu::reduce(op, x, mask, scale);
+  Tensor kept = reduce_kernel(op, x, mask, scale);
   Tensor out = reshape(kept, reduced_shape(x.shape(), mask, keep)).detach();
   if (!autograd::needs_record({&x})) return out;
   if (op == cpu::ReduceOp::sum) {
@@ -147,7 +153,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   for (int i = 0; i < x.rank(); ++i) {
     mask[static_cast<std::size_t>(i)] = i < lead || (shape[i - lead] == 1 && x.shape()[i] != 1);
   }
-  Tensor out = reshape(cpu::reduce(cpu::ReduceOp::sum, x, mask), shape).detach();
+  Tensor out = reshape(reduce_kernel(cpu::ReduceOp::sum, x, mask), shape).detach();
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<SumToBackward>();
   node->input_shape = x.shape();

@@ -1,6 +1,9 @@
-// Comparisons (not differentiable), where (differentiable in both branches) and finiteness.
-#include "autograd/node.h"
+// Comparisons (not differentiable), where (differentiable in both branches) and finiteness; CPU or
+// CUDA kernels by the operands' device.
 #include "backend/cpu/select.h"
+
+#include "autograd/node.h"
+#include "backend/cuda/select.h"
 #include "mixprec/creation.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -11,9 +14,12 @@ namespace {
 
 Tensor compare_op(cpu::CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
   ops::check_same_dtype_device(name, a, b);
-  ops::check_cpu(name, a);
   broadcast_shapes(a.shape(), b.shape(), name);
-  return cpu::compare(op, a, b);
+  return a.device().is_cuda() ? cuda::compare(op, a, b) : cpu::compare(op, a, b);
+}
+
+Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  return a.device().is_cuda() ? cuda::where(cond, a, b) : cpu::where(cond, a, b);
 }
 
 struct WhereBackward final : autograd::Node {
@@ -21,7 +27,8 @@ struct WhereBackward final : autograd::Node {
   Shape a_shape, b_shape;
   std::vector<Tensor> backward(const Tensor& g) override {
     const Tensor zero = zeros_like(g);
-    return {sum_to(cpu::where(cond, g, zero), a_shape), sum_to(cpu::where(cond, zero, g), b_shape)};
+    return {sum_to(where_kernel(cond, g, zero), a_shape),
+            sum_to(where_kernel(cond, zero, g), b_shape)};
   }
   std::string name() const override { return "WhereBackward"; }
   void release_saved() override { cond = Tensor(); }
@@ -46,9 +53,9 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   }
   ops::check_same_dtype_device("where", a, b);
   ops::check_floating("where", a);
-  ops::check_cpu("where", a);
+  ops::check_same_device("where", cond, a);
   broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
-  Tensor out = cpu::where(cond, a, b);
+  Tensor out = where_kernel(cond, a, b);
   if (!autograd::needs_record({&a, &b})) return out;
   auto node = std::make_shared<WhereBackward>();
   node->cond = cond.detach();
@@ -59,14 +66,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor is_finite(const Tensor& x) {
   ops::check_defined("is_finite", x);
-  ops::check_cpu("is_finite", x);
-  return cpu::is_finite(x);
+  return x.device().is_cuda() ? cuda::is_finite(x) : cpu::is_finite(x);
 }
 
 bool all_finite(const Tensor& x) {
   ops::check_defined("all_finite", x);
-  ops::check_cpu("all_finite", x);
-  return cpu::all_finite(x);
+  return x.device().is_cuda() ? cuda::all_finite(x) : cpu::all_finite(x);
 }
 
 }  // namespace mixprec

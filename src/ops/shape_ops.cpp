@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "autograd/node.h"
+#include "backend/cuda/copy.h"
 #include "core/tensor_impl.h"
 #include "mixprec/creation.h"
 #include "mixprec/ops.h"
@@ -64,11 +65,17 @@ struct SliceBackward final : autograd::Node {
   int axis;
   std::int64_t start, step;
   std::vector<Tensor> backward(const Tensor& g) override {
-    Tensor grad = zeros(input_shape, {.dtype = g.dtype(), .device = g.device()});
+    const bool on_cuda = g.device().is_cuda();
+    Tensor grad = on_cuda ? cuda::full(input_shape, 0.0, g.dtype(), g.device())
+                          : zeros(input_shape, {.dtype = g.dtype(), .device = g.device()});
     if (g.numel() == 0) return {grad};
     // Write g into the sliced positions of a zero tensor through a view of it; the window ends
     // just after the last selected index (start + step * n could overflow for a huge step).
     Tensor window = grad.slice(axis, start, start + step * (g.shape()[axis] - 1) + 1, step);
+    if (on_cuda) {
+      cuda::copy_strided(g.detach(), window);  // a strided-copy kernel into the window
+      return {grad};
+    }
     Tensor src = g.contiguous();
     const std::size_t elem = dtype_size(g.dtype());
     // Row-major walk of the window, copying one element at a time from the contiguous gradient.

@@ -1,7 +1,12 @@
-// The Tensor member functions that are ops: thin forwards to the free functions of ops.h.
+// The Tensor member functions that are ops: thin forwards to the free functions of ops.h, and the
+// device moves and in-place writes, which go to the CUDA backend when a GPU tensor is involved.
 #include <cstring>
 #include <sstream>
 
+#include "autograd/node.h"
+#include "backend/cuda/cast.h"
+#include "backend/cuda/copy.h"
+#include "backend/cuda/transfer.h"
 #include "mixprec/autograd.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
@@ -9,12 +14,29 @@
 
 namespace mixprec {
 
+namespace {
+
+// The gradient of a device move is the gradient moved back.
+struct ToDeviceBackward final : autograd::Node {
+  Device source;
+  std::vector<Tensor> backward(const Tensor& g) override { return {g.to(source)}; }
+  std::string name() const override { return "ToDeviceBackward"; }
+};
+
+}  // namespace
+
 Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
 
+// Host <-> GPU copies go through pinned staging buffers on the GPU's copy stream, ordered with its
+// compute stream (cuda/transfer.h). Differentiable.
 Tensor Tensor::to(Device device) const {
+  ops::check_defined("to", *this);
   if (device == this->device()) return *this;
-  throw DeviceError("Tensor::to(" + device.to_string() +
-                    "): this build of mixprec has no CUDA backend");
+  Tensor out = cuda::to_device(detach(), device);
+  if (!is_floating(dtype()) || !autograd::needs_record({this})) return out;
+  auto node = std::make_shared<ToDeviceBackward>();
+  node->source = this->device();
+  return autograd::record(out, node, {*this});
 }
 
 void Tensor::assign(const Tensor& src) const {
@@ -30,10 +52,21 @@ void Tensor::assign(const Tensor& src) const {
                       device().to_string() + "; move the source with .to(device) first");
   }
   NoGradScope no_grad;
+  Tensor dst = *this;  // a handle: writing through it writes this tensor's storage
+  if (device().is_cuda()) {
+    // Converted and copied on the GPU, ordered on its compute stream with the work that reads
+    // this tensor before and after.
+    const Tensor s = src.detach();
+    if (s.dtype() != dtype()) {
+      const Tensor values = cuda::cast(s, dtype());
+      cuda::copy_strided(values, dst);
+    } else if (!s.same(*this) && s.data_ptr() != dst.data_ptr()) {
+      cuda::copy_strided(s, dst);
+    }
+    return;
+  }
   const Tensor values = src.detach().to(dtype()).contiguous();
   if (values.same(*this) || values.data_ptr() == data_ptr()) return;
-  ops::check_cpu("assign", *this);
-  Tensor dst = *this;  // a handle: writing through it writes this tensor's storage
   std::memcpy(dst.data_ptr(), values.data_ptr(), nbytes());
 }
 

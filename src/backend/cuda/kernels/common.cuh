@@ -1,0 +1,121 @@
+// Device-side helpers shared by the kernels: storage <-> compute conversions, 16-byte packs,
+// strided offsets, launch geometry and the dtype switch of the launchers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/kernels/launch.h"
+
+namespace mixprec::cuda::kernels {
+
+// ---- storage <-> compute: float for 16/32-bit floats, double for float64 ----
+template <typename T>
+using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+__device__ __forceinline__ float to_compute(float v) { return v; }
+__device__ __forceinline__ double to_compute(double v) { return v; }
+__device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Rounds once, to nearest even (overflow -> inf, NaN stays NaN), as the CPU conversions do.
+template <typename T>
+__device__ __forceinline__ T from_compute(compute_t<T> v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(v);
+  } else {
+    return v;
+  }
+}
+
+// ---- 16-byte vectors: 4 floats, 8 halves, 2 doubles per load/store instruction ----
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T>*>(p);
+}
+template <typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& pack) {
+  *reinterpret_cast<Pack<T>*>(p) = pack;
+}
+
+// ---- strided offsets ----
+// The offsets of each of K operands at linear position i of the row-major walk over plan.sizes.
+// Index is std::uint32_t when plan.index32 (far cheaper division), std::int64_t otherwise.
+template <typename Index, int K>
+__device__ __forceinline__ void offsets_of(const Strided<K>& plan, Index i, Index (&off)[K]) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) off[k] = 0;
+  for (int d = plan.ndim - 1; d >= 0; --d) {
+    const Index size = static_cast<Index>(plan.sizes[d]);
+    const Index idx = d == 0 ? i : i % size;
+    if (d != 0) i /= size;
+#pragma unroll
+    for (int k = 0; k < K; ++k) off[k] += idx * static_cast<Index>(plan.strides[k][d]);
+  }
+}
+
+// ---- launch geometry: grid-stride loops over `work` items with 256-thread blocks ----
+inline constexpr int kThreads = 256;
+inline unsigned blocks_for(std::int64_t work) {
+  // Enough blocks to fill any current GPU several times over (H100: 132 SMs x 8 blocks of 256);
+  // grid-stride loops cover the rest.
+  constexpr std::int64_t kMaxBlocks = 4096;
+  const std::int64_t blocks = (work + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
+}
+
+__device__ __forceinline__ std::int64_t global_thread() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t grid_threads() {
+  return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
+// True when every pointer is 16-byte aligned (the vector kernels' requirement).
+inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
+
+// Calls f.template operator()<T>() with T the device storage type of a floating dtype.
+template <typename F>
+void dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::float32: f.template operator()<float>(); return;
+    case DType::float16: f.template operator()<__half>(); return;
+    case DType::bfloat16: f.template operator()<__nv_bfloat16>(); return;
+    case DType::float64: f.template operator()<double>(); return;
+    default: unsupported_dtype(op, dtype, "float32, float16, bfloat16, float64");
+  }
+}
+
+// ---- any dtype, read as double / written from double (compare, is_finite, cast) ----
+__device__ __forceinline__ double load_as_double(const void* base, DType dtype, std::int64_t i) {
+  switch (dtype) {
+    case DType::float32: return static_cast<const float*>(base)[i];
+    case DType::float16: return __half2float(static_cast<const __half*>(base)[i]);
+    case DType::bfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+    case DType::float64: return static_cast<const double*>(base)[i];
+    case DType::int32: return static_cast<const std::int32_t*>(base)[i];
+    case DType::int64: return static_cast<double>(static_cast<const std::int64_t*>(base)[i]);
+    case DType::uint8: return static_cast<const std::uint8_t*>(base)[i];
+    case DType::bool_: return static_cast<const bool*>(base)[i] ? 1.0 : 0.0;
+  }
+  return 0.0;
+}
+
+__device__ __forceinline__ bool is_integral_dtype(DType dtype) {
+  return dtype == DType::int32 || dtype == DType::int64 || dtype == DType::uint8 ||
+         dtype == DType::bool_;
+}
+
+}  // namespace mixprec::cuda::kernels

@@ -1,0 +1,33 @@
+// Host-side construction of the kernels' elementwise geometry (kernels::Strided<K>): broadcasting
+// resolved to stride-0 axes, extent-1 axes dropped and adjacent axes merged wherever every operand
+// allows it (a contiguous tensor is one axis), the 32-bit index check and the dense test.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/kernels/launch.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec::cuda {
+
+// Strides of `t` seen through broadcasting to `out` (0 where t has extent 1 or lacks the axis).
+std::vector<std::int64_t> broadcast_strides(const Tensor& t, const Shape& out);
+
+// The geometry of a walk over `shape` with each operand's strides (one vector per operand, of
+// shape.rank() entries). Throws ShapeError when more than kernels::kMaxDims axes remain after
+// merging.
+template <int K>
+kernels::Strided<K> make_strided(const Shape& shape,
+                                 const std::array<std::vector<std::int64_t>, K>& strides);
+
+// Inputs broadcast to `out` (a fresh contiguous output walked in row-major order).
+template <int K>
+kernels::Strided<K> make_plan(const Shape& out, const std::array<const Tensor*, K>& inputs) {
+  std::array<std::vector<std::int64_t>, K> strides;
+  for (int k = 0; k < K; ++k) strides[k] = broadcast_strides(*inputs[k], out);
+  return make_strided<K>(out, strides);
+}
+
+}  // namespace mixprec::cuda

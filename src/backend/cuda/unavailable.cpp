@@ -1,0 +1,120 @@
+// A build without the CUDA backend (MIXPREC_CUDA=OFF, no nvcc, or a sanitizer build) compiles this
+// file instead of the rest of src/backend/cuda: the public CUDA functions report no GPU, CUDA
+// storage cannot be allocated (a DeviceError naming the device), and the backend's entry points,
+// which the ops call only for CUDA tensors (that cannot exist here), throw the same error.
+#include <atomic>
+#include <string>
+
+#include "backend/cuda/binary.h"
+#include "backend/cuda/cast.h"
+#include "backend/cuda/concat.h"
+#include "backend/cuda/copy.h"
+#include "backend/cuda/indexing.h"
+#include "backend/cuda/matmul.h"
+#include "backend/cuda/reduce.h"
+#include "backend/cuda/select.h"
+#include "backend/cuda/softmax.h"
+#include "backend/cuda/transfer.h"
+#include "backend/cuda/unary.h"
+#include "core/allocator.h"
+#include "core/physical_devices_registry.h"
+#include "mixprec/cuda.h"
+#include "mixprec/error.h"
+
+namespace mixprec {
+
+namespace {
+
+[[noreturn]] void no_backend(const std::string& what) {
+  throw DeviceError(what +
+                    ": this build of mixprec has no CUDA backend; use --device cpu (or "
+                    "rebuild with the CUDA toolkit installed and -DMIXPREC_CUDA=ON)");
+}
+
+std::atomic<bool> tf32{false};
+
+}  // namespace
+
+namespace core {
+
+void* device_allocate(Device device, std::size_t) {
+  no_backend("cannot allocate on " + device.to_string());
+}
+void device_deallocate(Device, void*, std::size_t) noexcept {}
+std::int64_t device_cached_bytes(Device) { return 0; }
+void device_empty_cache(Device) {}
+std::vector<PhysicalDevice> enumerate_cuda_gpus() { return {}; }
+
+}  // namespace core
+
+namespace cuda {
+
+int device_count() { return 0; }
+bool is_available() { return false; }
+void synchronize(Device device) { no_backend("cannot synchronize " + device.to_string()); }
+void enable_tensor_float_32_execution(bool enabled) { tf32.store(enabled); }
+bool tensor_float_32_execution_enabled() { return tf32.load(); }
+
+Tensor unary(UnaryOp, const Tensor& x) { no_backend("unary op on " + x.device().to_string()); }
+Tensor unary_backward(UnaryOp, const Tensor&, const Tensor& x, const Tensor&) {
+  no_backend("unary op on " + x.device().to_string());
+}
+Tensor binary(BinaryOp, const Tensor& a, const Tensor&) {
+  no_backend("binary op on " + a.device().to_string());
+}
+Tensor compare(CompareOp, const Tensor& a, const Tensor&) {
+  no_backend("compare on " + a.device().to_string());
+}
+Tensor where(const Tensor&, const Tensor& a, const Tensor&) {
+  no_backend("where on " + a.device().to_string());
+}
+Tensor is_finite(const Tensor& x) { no_backend("is_finite on " + x.device().to_string()); }
+bool all_finite(const Tensor& x) { no_backend("all_finite on " + x.device().to_string()); }
+Tensor reduce(ReduceOp, const Tensor& x, const std::vector<bool>&, double) {
+  no_backend("reduction on " + x.device().to_string());
+}
+Tensor softmax_forward(SoftmaxKind, const Tensor& x, int) {
+  no_backend("softmax on " + x.device().to_string());
+}
+Tensor softmax_backward(SoftmaxKind, const Tensor&, const Tensor& y, int) {
+  no_backend("softmax on " + y.device().to_string());
+}
+Tensor cast(const Tensor& x, DType) { no_backend("cast on " + x.device().to_string()); }
+void concat(const std::vector<Tensor>&, int, const Tensor& out) {
+  no_backend("concat on " + out.device().to_string());
+}
+std::vector<Tensor> split(const Tensor& g, int, const std::vector<std::int64_t>&,
+                          const std::vector<bool>&) {
+  no_backend("split on " + g.device().to_string());
+}
+void argmax(const Tensor& x, int, const Tensor&) {
+  no_backend("argmax on " + x.device().to_string());
+}
+void copy_strided(const Tensor& src, const Tensor&) {
+  no_backend("copy on " + src.device().to_string());
+}
+Tensor contiguous(const Tensor& x) { no_backend("copy on " + x.device().to_string()); }
+void fill(const Tensor& t, double) { no_backend("fill on " + t.device().to_string()); }
+Tensor full(const Shape&, double, DType, Device device) {
+  no_backend("cannot allocate on " + device.to_string());
+}
+Tensor to_device(const Tensor& src, Device target) {
+  no_backend("cannot copy from " + src.device().to_string() + " to " + target.to_string());
+}
+void copy_host_to_device(Device device, void*, const void*, std::size_t) {
+  no_backend("cannot copy to " + device.to_string());
+}
+void copy_device_to_host(Device device, void*, const void*, std::size_t) {
+  no_backend("cannot copy from " + device.to_string());
+}
+Tensor matmul(const Tensor& a, const Tensor&, Transpose, Transpose, DType, Accumulation) {
+  no_backend("matmul on " + a.device().to_string());
+}
+Tensor matmul(const Tensor& a, const Tensor&, Transpose, Transpose) {
+  no_backend("matmul on " + a.device().to_string());
+}
+MatmulCacheStats matmul_cache_stats() { return {}; }
+
+}  // namespace cuda
+
+}  // namespace mixprec
