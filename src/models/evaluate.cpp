@@ -1,4 +1,5 @@
-// Model::evaluate and Model::predict: batched inference under NoGradScope.
+// Model::evaluate and Model::predict on tensors and on a data::Pipeline: batched inference under
+// NoGradScope (the tensor forms are pipelines without steps).
 #include <optional>
 #include <string>
 #include <vector>
@@ -6,6 +7,7 @@
 #include "mixprec/autograd.h"
 #include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/data/dataset.h"
+#include "mixprec/data/pipeline.h"
 #include "mixprec/error.h"
 #include "mixprec/models/model.h"
 #include "mixprec/ops.h"
@@ -29,29 +31,52 @@ std::vector<callbacks::ProgressValue> as_progress_values(
   return out;
 }
 
+// Keras evaluate() on a pipeline with targets (the tensor form is a pipeline without steps).
+Scores evaluate_pipeline(const Model& model, models::TrainingState& state,
+                         const data::Pipeline& data, std::int64_t batch_size, Verbosity verbose) {
+  models::reset_metrics(state);
+  NoGradScope no_grad;
+  const data::Epoch epoch = data.dataset().batches(batch_size);
+  std::optional<callbacks::ProgressBar> progress = models::make_progress(verbose);
+  if (progress) progress->start(epoch.size());
+  for (std::int64_t i = 0; i < epoch.size(); ++i) {
+    const data::Batch batch = data.apply(epoch.batch(i));
+    const Tensor y_pred = model(batch.x, CallOptions{.training = false});
+    state.loss_tracker.add(models::batch_loss(state, batch.y, y_pred), batch.x.dim(0));
+    for (metrics::Metric& m : state.metrics) m.update_state(batch.y, y_pred);
+    if (progress && progress->due()) {
+      progress->update(i + 1, as_progress_values(models::metric_results(state)));
+    }
+  }
+  Scores scores{models::metric_results(state)};
+  if (progress) progress->finish(as_progress_values(scores.values));
+  return scores;
+}
+
+// predict() on a pipeline: the outputs of every batch, concatenated.
+Tensor predict_pipeline(Model& model, const data::Pipeline& data, const PredictOptions& options) {
+  NoGradScope no_grad;
+  const data::Epoch epoch = data.dataset().batches(options.batch_size);
+  std::optional<callbacks::ProgressBar> progress = models::make_progress(options.verbose);
+  if (progress) progress->start(epoch.size());
+  std::vector<Tensor> outputs;
+  outputs.reserve(static_cast<std::size_t>(epoch.size()));
+  for (std::int64_t i = 0; i < epoch.size(); ++i) {
+    outputs.push_back(model(data.apply(epoch.batch(i)).x, CallOptions{.training = false}));
+    if (progress && progress->due()) progress->update(i + 1, {});
+  }
+  if (progress) progress->finish({});
+  // concat copies even a single batch, so the result never aliases x (an identity model).
+  return concat(outputs, 0);
+}
+
 }  // namespace
 
 namespace models {
 
 Scores evaluate_dataset(const Model& model, TrainingState& state, const data::Dataset& data,
                         std::int64_t batch_size, Verbosity verbose) {
-  reset_metrics(state);
-  NoGradScope no_grad;
-  const data::Epoch epoch = data.batches(batch_size);
-  std::optional<callbacks::ProgressBar> progress = make_progress(verbose);
-  if (progress) progress->start(epoch.size());
-  for (std::int64_t i = 0; i < epoch.size(); ++i) {
-    const data::Batch batch = epoch.batch(i);
-    const Tensor y_pred = model(batch.x, CallOptions{.training = false});
-    state.loss_tracker.add(batch_loss(state, batch.y, y_pred), batch.x.dim(0));
-    for (metrics::Metric& m : state.metrics) m.update_state(batch.y, y_pred);
-    if (progress && progress->due()) {
-      progress->update(i + 1, as_progress_values(metric_results(state)));
-    }
-  }
-  Scores scores{metric_results(state)};
-  if (progress) progress->finish(as_progress_values(scores.values));
-  return scores;
+  return evaluate_pipeline(model, state, data::Pipeline(data), batch_size, verbose);
 }
 
 }  // namespace models
@@ -60,8 +85,20 @@ Scores Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options
   models::TrainingState& state = models::require_compiled(*this, "evaluate");
   check_batch_size(*this, "evaluate", options.batch_size);
   models::check_samples(x, y, "evaluate");
-  return models::evaluate_dataset(*this, state, data::Dataset(x, y), options.batch_size,
-                                  options.verbose);
+  return evaluate_pipeline(*this, state, data::Pipeline(x, y), options.batch_size, options.verbose);
+}
+
+Scores Model::evaluate(const data::Pipeline& data, EvaluateOptions options) {
+  models::TrainingState& state = models::require_compiled(*this, "evaluate");
+  check_batch_size(*this, "evaluate", options.batch_size);
+  if (data.size() == 0 || !data.has_targets()) {
+    throw ValueError("model '" + name() + "': evaluate() needs a data::Pipeline with targets " +
+                     "and at least one sample, got " +
+                     (data.size() == 0 ? std::string("an empty one")
+                                       : std::to_string(data.size()) + " samples without targets") +
+                     "; build it as Pipeline(x, y)");
+  }
+  return evaluate_pipeline(*this, state, data, options.batch_size, options.verbose);
 }
 
 Tensor Model::predict(const Tensor& x, PredictOptions options) {
@@ -72,20 +109,16 @@ Tensor Model::predict(const Tensor& x, PredictOptions options) {
                      (x.defined() ? std::string(dtype_name(x.dtype())) + " " + x.shape().to_string()
                                   : std::string("an undefined tensor")));
   }
-  NoGradScope no_grad;
-  const data::Dataset data(x);
-  const data::Epoch epoch = data.batches(options.batch_size);
-  std::optional<callbacks::ProgressBar> progress = models::make_progress(options.verbose);
-  if (progress) progress->start(epoch.size());
-  std::vector<Tensor> outputs;
-  outputs.reserve(static_cast<std::size_t>(epoch.size()));
-  for (std::int64_t i = 0; i < epoch.size(); ++i) {
-    outputs.push_back((*this)(epoch.batch(i).x, CallOptions{.training = false}));
-    if (progress && progress->due()) progress->update(i + 1, {});
+  return predict_pipeline(*this, data::Pipeline(data::Dataset(x)), options);
+}
+
+Tensor Model::predict(const data::Pipeline& data, PredictOptions options) {
+  check_batch_size(*this, "predict", options.batch_size);
+  if (data.size() == 0) {
+    throw ValueError("model '" + name() + "': predict() needs a data::Pipeline with at least " +
+                     "one sample, got an empty one");
   }
-  if (progress) progress->finish({});
-  // concat copies even a single batch, so the result never aliases x (an identity model).
-  return concat(outputs, 0);
+  return predict_pipeline(*this, data, options);
 }
 
 }  // namespace mixprec

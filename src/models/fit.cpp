@@ -1,13 +1,17 @@
-// Model::fit: validation of the arguments, the epoch loop, progress output and History.
+// Model::fit on tensors and on a data::Pipeline (the tensor form is a pipeline without steps):
+// validation of the arguments, the epoch loop, progress output and History.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/data/dataset.h"
+#include "mixprec/data/pipeline.h"
 #include "mixprec/error.h"
 #include "mixprec/models/model.h"
 #include "models/training_state.h"
@@ -22,7 +26,19 @@ double milliseconds(Clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
 }
 
-void validate_fit(const Model& model, const Tensor& x, const Tensor& y, const FitOptions& o) {
+// A pipeline to train or validate on: targets and at least one sample.
+void check_pipeline(const Model& model, const data::Pipeline& p, const char* what) {
+  if (p.size() == 0 || !p.has_targets()) {
+    throw ValueError("model '" + model.name() + "': " + what + " needs a data::Pipeline with " +
+                     "targets and at least one sample, got " +
+                     (p.size() == 0 ? std::string("an empty one")
+                                    : std::to_string(p.size()) + " samples without targets") +
+                     "; build it as Pipeline(x, y)");
+  }
+}
+
+// The checks shared by both forms of fit(), before any work.
+void validate_fit_options(const Model& model, const FitOptions& o) {
   const std::string who = "model '" + model.name() + "': fit()";
   if (o.batch_size <= 0) {
     throw ValueError(who + ": batch_size must be positive, got " + std::to_string(o.batch_size));
@@ -30,16 +46,28 @@ void validate_fit(const Model& model, const Tensor& x, const Tensor& y, const Fi
   if (o.epochs < 0) {
     throw ValueError(who + ": epochs must be >= 0, got " + std::to_string(o.epochs));
   }
-  models::check_samples(x, y, "fit");
+}
+
+void validate_split_and_validation_data(const Model& model, const FitOptions& o) {
+  const std::string who = "model '" + model.name() + "': fit()";
   if (!(o.validation_split >= 0.0 && o.validation_split < 1.0)) {
     char got[32];
     std::snprintf(got, sizeof got, "%g", o.validation_split);
     throw ValueError(who + ": validation_split must be in [0, 1), got " + got +
                      "; 0.2 keeps the last 20% for validation");
   }
-  if (o.validation_data)
-    models::check_samples(o.validation_data->first, o.validation_data->second,
-                          "fit (validation_data)");
+  if (!o.validation_data) return;
+  if (const auto* xy = std::get_if<std::pair<Tensor, Tensor>>(&*o.validation_data)) {
+    models::check_samples(xy->first, xy->second, "fit (validation_data)");
+  } else {
+    check_pipeline(model, std::get<data::Pipeline>(*o.validation_data), "fit (validation_data)");
+  }
+}
+
+void validate_fit(const Model& model, const Tensor& x, const Tensor& y, const FitOptions& o) {
+  validate_fit_options(model, o);
+  models::check_samples(x, y, "fit");
+  validate_split_and_validation_data(model, o);
 }
 
 // The running values shown while an epoch trains: the metrics, then the loss-scaling state.
@@ -57,24 +85,25 @@ std::vector<callbacks::ProgressValue> progress_values(const models::TrainingStat
   return values;
 }
 
-}  // namespace
-
-History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
-  models::TrainingState& state = models::require_compiled(*this, "fit");
-  validate_fit(*this, x, y, options);
-
+// The training loop of both forms of fit(), on arguments already validated.
+History fit_pipeline(Model& model, models::TrainingState& state, const data::Pipeline& all,
+                     const FitOptions& options) {
   // Keras: validation_data wins over validation_split; the split takes the last samples, before
   // any shuffling.
-  data::Dataset train(x, y);
-  std::optional<data::Dataset> validation;
+  data::Pipeline train = all;
+  std::optional<data::Pipeline> validation;
   if (options.validation_data) {
-    validation.emplace(options.validation_data->first, options.validation_data->second);
+    if (const auto* xy = std::get_if<std::pair<Tensor, Tensor>>(&*options.validation_data)) {
+      validation.emplace(xy->first, xy->second);
+    } else {
+      validation = std::get<data::Pipeline>(*options.validation_data);
+    }
   } else if (options.validation_split > 0.0) {
-    data::ValidationSplit split = train.split_validation(options.validation_split);
+    data::PipelineSplit split = all.split_validation(options.validation_split);
     train = split.train;
     validation = split.validation;
   }
-  data::BatchLoader loader(train,
+  data::BatchLoader loader(train.dataset(),
                            {.batch_size = options.batch_size,
                             .shuffle = options.shuffle ? data::Shuffle::yes : data::Shuffle::no,
                             .seed = options.seed});
@@ -98,17 +127,18 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
     }
 
     for (std::int64_t i = 0; i < epoch.size(); ++i) {
-      const data::Batch batch = epoch.batch(i);
-      // step_ms: the optimisation step itself (forward, backward, update, metrics), without
-      // batch assembly or printing.
-      const Clock::time_point t0 = Clock::now();
       try {
-        models::train_step(*this, state, batch.x, batch.y, variables, {e, i + 1});
+        // Batch assembly: the rows in this epoch's order, then the pipeline's steps.
+        const data::Batch batch = train.apply(epoch.batch(i));
+        // step_ms: the optimisation step itself (forward, backward, update, metrics), without
+        // batch assembly or printing.
+        const Clock::time_point t0 = Clock::now();
+        models::train_step(model, state, batch.x, batch.y, variables, {e, i + 1});
+        log.step_ms.push_back(milliseconds(Clock::now() - t0));
       } catch (...) {
         if (progress) progress->interrupt();
         throw;
       }
-      log.step_ms.push_back(milliseconds(Clock::now() - t0));
       // Values are gathered and formatted only when the bar redraws (at most ~10 times/s).
       if (progress && progress->due()) {
         progress->update(i + 1,
@@ -121,8 +151,8 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
     std::vector<callbacks::ProgressValue> shown = progress_values(state, log.skipped_steps);
     for (auto& [name, value] : models::metric_results(state)) log.metrics[name] = value;
     if (validation) {
-      const Scores scores = models::evaluate_dataset(*this, state, *validation, options.batch_size,
-                                                     Verbosity::silent);
+      const Scores scores = model.evaluate(
+          *validation, {.batch_size = options.batch_size, .verbose = Verbosity::silent});
       for (const auto& [name, value] : scores.values) {
         log.metrics["val_" + name] = value;
         shown.push_back({"val_" + name, value});
@@ -134,6 +164,22 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
     history.epochs.push_back(std::move(log));
   }
   return history;
+}
+
+}  // namespace
+
+History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
+  models::TrainingState& state = models::require_compiled(*this, "fit");
+  validate_fit(*this, x, y, options);
+  return fit_pipeline(*this, state, data::Pipeline(data::Dataset(x, y)), options);
+}
+
+History Model::fit(const data::Pipeline& train, FitOptions options) {
+  models::TrainingState& state = models::require_compiled(*this, "fit");
+  validate_fit_options(*this, options);
+  check_pipeline(*this, train, "fit");
+  validate_split_and_validation_data(*this, options);
+  return fit_pipeline(*this, state, train, options);
 }
 
 }  // namespace mixprec

@@ -80,12 +80,112 @@ TEST_F(CliErrors, UnknownPolicyInCompareListsTheValidOnes) {
 }
 
 TEST_F(CliErrors, UnknownModelListsTheValidOnes) {
-  expect_error(train({"--model", "resnet50"}), 2, {"unknown model 'resnet50'", "mlp"});
+  expect_error(
+      train({"--model", "vgg16"}), 2,
+      {"unknown model 'vgg16'", "mlp", "cnn", "efficientnet-b0", "efficientnet-b7", "resnet50"});
+  expect_error(train({"--model", "efficientnet-b8"}), 2, {"unknown model 'efficientnet-b8'"});
 }
 
 TEST_F(CliErrors, UnknownDatasetListsTheValidOnes) {
+  expect_error(run_cli({"train", "--dataset", "imagenet"}), 2,
+               {"unknown dataset 'imagenet'", "fashion_mnist", "cifar10:DIR", "cifar100:DIR",
+                "synthetic:HxWxC:CLASSES"});
+}
+
+TEST_F(CliErrors, CifarWithoutADirectoryIsAUsageError) {
   expect_error(run_cli({"train", "--dataset", "cifar10"}), 2,
-               {"unknown dataset 'cifar10'", "fashion_mnist"});
+               {"cifar10 needs the directory", "cifar10:DIR"});
+  expect_error(run_cli({"train", "--dataset", "cifar100:"}), 2, {"directory after ':' is empty"});
+}
+
+TEST_F(CliErrors, MalformedSyntheticSpecsAreUsageErrors) {
+  expect_error(run_cli({"train", "--dataset", "synthetic:32x32x3"}), 2,
+               {"synthetic:32x32x3", "synthetic:HxWxC:CLASSES[:SAMPLES]"});
+  expect_error(run_cli({"train", "--dataset", "synthetic:32x0x3:10"}), 2, {"width", "got 0"});
+  expect_error(run_cli({"train", "--dataset", "synthetic:32x32x3:1"}), 2, {"at least 2 classes"});
+}
+
+TEST_F(CliErrors, ModelOptionsMustFitTheModel) {
+  expect_error(train({"--input-size", "32"}), 2, {"--input-size applies to the image models"});
+  expect_error(train({"--model", "cnn", "--units", "16"}), 2, {"--units applies to --model mlp"});
+  expect_error(run_cli({"train", "--model", "efficientnet-b0", "--input-size", "16"}), 2,
+               {"--input-size for efficientnet-b0 must be >= 32, got 16"});
+  expect_error(run_cli({"train", "--model", "cnn", "--input-size", "2"}), 2,
+               {"must be >= 4, got 2"});
+}
+
+TEST_F(CliErrors, ImageNetworksNeedLargeEnoughImages) {
+  // Without --input-size, bench uses the --dataset images' own size: 8x8 is too small here.
+  expect_error(run_cli({"bench", "--model", "resnet50", "--dataset", "synthetic:8x8x3:4"}), 2,
+               {"resnet50 needs images of at least 32x32", "got 8", "--input-size 32"});
+}
+
+TEST_F(CliErrors, ClassesBelowTheDataSetsIsAUsageError) {
+  expect_error(run_cli({"train", "--model", "cnn", "--classes", "5"}), 2,
+               {"--classes 5 is fewer than the 10 classes of fashion_mnist"});
+  expect_error(train({"--classes", "1"}), 2, {"--classes must be >= 2, got 1"});
+}
+
+TEST_F(CliErrors, MaxSamplesMustBePositive) {
+  expect_error(train({"--max-samples", "0"}), 2, {"--max-samples must be positive, got 0"});
+}
+
+TEST_F(CliErrors, BatchSizesMustPairWithPolicies) {
+  const std::vector<std::string> base = {
+      "compare", "--dataset",  "fashion_mnist:" + data_.path().string(),
+      "--units", "8",          "--epochs",
+      "1",       "--policies", "float32,mixed_bfloat16"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run_cli(args);
+  };
+  expect_error(with({"--batch-sizes", "8,16,32"}), 2,
+               {"--batch-sizes has 3 values for 2 policies", "one per policy"});
+  expect_error(with({"--batch-sizes", "8,0"}), 2, {"--batch-sizes", "positive", "'0'"});
+  expect_error(with({"--batch-sizes", "8,x"}), 2, {"--batch-sizes", "'x'"});
+  expect_error(with({"--batch-sizes", "8,,16"}), 2, {"--batch-sizes", "empty items"});
+  expect_error(with({"--batch-sizes", "8,16", "--batch-size", "4"}), 2,
+               {"--batch-size", "--batch-sizes", "not both"});
+}
+
+TEST_F(CliErrors, BenchRunsOnSyntheticDataOnly) {
+  expect_error(run_cli({"bench", "--model", "cnn", "--dataset", "fashion_mnist"}), 2,
+               {"bench times steps on synthetic data", "fashion_mnist"});
+  expect_error(run_cli({"bench", "--dataset", "synthetic:8x8x1:10"}), 2,
+               {"--dataset applies to the image models' bench"});
+}
+
+class CliCifarErrors : public ::testing::Test {
+ protected:
+  void SetUp() override { write_tiny_cifar(data_.path(), CifarKind::cifar10, 4, 4); }
+  CliResult train() {
+    return run_cli({"train", "--model", "mlp", "--units", "8", "--dataset",
+                    "cifar10:" + data_.path().string(), "--epochs", "1", "--verbose", "0"});
+  }
+  TempDir data_;
+};
+
+TEST_F(CliCifarErrors, PartialRecordIsRejected) {
+  // Two records and 7 bytes of a third.
+  std::vector<std::uint8_t> bytes(2 * 3073 + 7, 1);
+  write_bytes(data_.file("data_batch_4.bin"), bytes);
+  expect_error(train(), 1,
+               {data_.file("data_batch_4.bin"), "not a whole number of 3073-byte CIFAR-10 records",
+                "7 bytes left over"});
+}
+
+TEST_F(CliCifarErrors, LabelOutOfRangeIsRejected) {
+  std::vector<std::uint8_t> bytes(3073, 0);
+  bytes[0] = 12;
+  write_bytes(data_.file("test_batch.bin"), bytes);
+  expect_error(train(), 1, {data_.file("test_batch.bin"), "label 12 of record 0", "[0, 9]"});
+}
+
+TEST_F(CliCifarErrors, MissingDirectorySaysWhereToGetTheData) {
+  const std::string missing = data_.file("no-such-dir");
+  expect_error(run_cli({"train", "--dataset", "cifar100:" + missing}), 1,
+               {missing, "cifar-100-binary.tar.gz"});
 }
 
 TEST_F(CliErrors, UnknownOptimizerIsAUsageError) {

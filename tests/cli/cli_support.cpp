@@ -138,4 +138,34 @@ void write_tiny_fashion_mnist(const std::filesystem::path& dir, std::uint32_t tr
                   Compression::none);
 }
 
+void write_tiny_cifar(const std::filesystem::path& dir, CifarKind kind,
+                      std::uint32_t train_per_batch, std::uint32_t test_samples) {
+  constexpr std::uint32_t kPixels = 32 * 32 * 3;
+  auto records = [&](std::uint32_t first, std::uint32_t count) {
+    std::vector<std::uint8_t> bytes;
+    for (std::uint32_t i = first; i < first + count; ++i) {
+      if (kind == CifarKind::cifar10) {
+        bytes.push_back(static_cast<std::uint8_t>(i % 10));
+      } else {
+        bytes.push_back(static_cast<std::uint8_t>(i % 20));
+        bytes.push_back(static_cast<std::uint8_t>(i % 100));
+      }
+      for (std::uint32_t p = 0; p < kPixels; ++p) {
+        bytes.push_back(static_cast<std::uint8_t>((i * 13 + p) % 256));
+      }
+    }
+    return bytes;
+  };
+  if (kind == CifarKind::cifar10) {
+    for (std::uint32_t b = 0; b < 5; ++b) {
+      write_bytes((dir / ("data_batch_" + std::to_string(b + 1) + ".bin")).string(),
+                  records(b * train_per_batch, train_per_batch));
+    }
+    write_bytes((dir / "test_batch.bin").string(), records(1000, test_samples));
+  } else {
+    write_bytes((dir / "train.bin").string(), records(0, 5 * train_per_batch));
+    write_bytes((dir / "test.bin").string(), records(1000, test_samples));
+  }
+}
+
 }  // namespace mixprec::cli_test

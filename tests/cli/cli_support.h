@@ -39,4 +39,12 @@ void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes
 void write_tiny_fashion_mnist(const std::filesystem::path& dir, std::uint32_t train_samples,
                               std::uint32_t test_samples);
 
+enum class CifarKind { cifar10, cifar100 };
+// A small CIFAR data set in the official binary format: CIFAR-10 as data_batch_1..5.bin
+// (train_per_batch records each) and test_batch.bin; CIFAR-100 as train.bin (5 * train_per_batch
+// records) and test.bin. Record i has label i % classes (CIFAR-100: coarse i % 20, fine i % 100)
+// and pixels (i * 13 + position) % 256.
+void write_tiny_cifar(const std::filesystem::path& dir, CifarKind kind,
+                      std::uint32_t train_per_batch, std::uint32_t test_samples);
+
 }  // namespace mixprec::cli_test

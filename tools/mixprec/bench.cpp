@@ -1,18 +1,24 @@
 // `mixprec bench`: times training steps of the model on synthetic data (no data set needed) and
 // writes one row in the DESIGN §5 schema, side by side with bench/peers/torch_mlp.py's rows
 // (scripts/bench-cpu-mlp.sh merges them). The step is Model::train_on_batch: forward, loss,
-// backward, loss scaling under mixed_float16, optimizer update.
+// backward, loss scaling under mixed_float16, optimizer update, on one batch prepared up front
+// (for the image models: synthetic images after the model's preprocessing, data/synthetic.h).
+// mlp rows carry TFLOP/s; image-model rows do not (their FLOPs are not counted).
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "datasets.h"
 #include "mixprec/applications.h"
 #include "mixprec/mixprec.h"
+#include "models.h"
 #include "options.h"
 #include "report.h"
 #include "run.h"
@@ -25,25 +31,77 @@ struct BenchOptions {
   TrainOptions train;
   int steps = 20;
   int warmup = 3;
+  std::string dataset;  // image models: synthetic:HxWxC:CLASSES; "" = synthetic at --input-size
   std::string json_path;
 };
 
-void run_bench(const BenchOptions& options, const Invocation& invocation) {
-  TrainOptions train = options.train;
-  check_options(train);
-  if (options.steps < 1) {
-    throw UsageError("--steps must be >= 1, got " + std::to_string(options.steps));
+struct TimedSteps {
+  std::vector<double> step_ms;
+  std::int64_t peak_memory_bytes = 0;
+  std::int64_t skipped_steps = 0;
+  std::int64_t params = 0;
+};
+
+// Compiles `model`, runs `warmup` untimed and `steps` timed train_on_batch steps on (x, y).
+TimedSteps time_steps(Model& model, const BenchOptions& options, const std::string& optimizer,
+                      const Tensor& x, const Tensor& y) {
+  model.compile({.optimizer = make_optimizer(optimizer, options.train.learning_rate),
+                 .loss = std::string("sparse_categorical_crossentropy")});
+  reset_peak_memory_stats(Device::cpu());
+  for (int i = 0; i < options.warmup; ++i) model.train_on_batch(x, y);
+  TimedSteps out;
+  for (int i = 0; i < options.steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    model.train_on_batch(x, y);  // returns the loss as a host number: the step has finished
+    out.step_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
   }
-  if (options.warmup < 0) {
-    throw UsageError("--warmup must be >= 0, got " + std::to_string(options.warmup));
+  out.peak_memory_bytes = memory_stats(Device::cpu()).peak_bytes;
+  if (const auto scaler = mixed_precision::as_loss_scale_optimizer(model.optimizer())) {
+    out.skipped_steps = scaler->skipped_steps();
   }
-  const RunConfig config = resolve_config(train, invocation.command_line);
+  out.params = model.count_params();
+  return out;
+}
+
+nlohmann::ordered_json result_row(const TrainOptions& train, std::int64_t batch_size,
+                                  const StepStats& s, const TimedSteps& t,
+                                  std::optional<double> tflops) {
+  nlohmann::ordered_json row = {
+      {"system", "mixprec"},
+      {"policy", train.policy},
+      {"batch_size", batch_size},
+      {"step_ms", {{"min", s.min_ms}, {"median", s.median_ms}, {"max", s.max_ms}}},
+      {"samples_per_s", static_cast<double>(batch_size) / (s.median_ms / 1e3)}};
+  if (tflops) row["tflops"] = *tflops;
+  row["peak_memory_bytes"] = t.peak_memory_bytes;
+  row["skipped_steps"] = t.skipped_steps;
+  return row;
+}
+
+void write_document(const BenchOptions& options, const Invocation& invocation,
+                    const RunConfig& config, nlohmann::ordered_json workload,
+                    nlohmann::ordered_json row) {
+  write_json(
+      options.json_path,
+      {{"device", config.device.name},
+       {"commit", "unknown"},  // the binary does not know it; scripts/bench-cpu-mlp.sh sets it
+       {"date", utc_date()},
+       {"command", invocation.command_line},
+       {"workload", std::move(workload)},
+       {"results", nlohmann::ordered_json::array({std::move(row)})}});
+}
+
+// The mlp on a synthetic (batch, 784) batch; FLOPs as bench/peers/torch_mlp.py counts them.
+void bench_mlp(const BenchOptions& options, const Invocation& invocation, const RunConfig& config) {
+  const TrainOptions& train = options.train;
   constexpr std::int64_t kFeatures = 784;  // the seed's flattened 28x28 images
-  constexpr std::int64_t kClasses = 10;
+  const std::int64_t classes = train.classes.value_or(10);
   const applications::MlpOptions mlp_options{.units = config.units,
                                              .hidden_layers = train.hidden_layers,
                                              .input_features = kFeatures,
-                                             .classes = kClasses};
+                                             .classes = classes};
 
   const mixed_precision::Policy previous = mixed_precision::global_policy();
   mixed_precision::set_global_policy(mixed_precision::Policy(train.policy));
@@ -52,30 +110,16 @@ void run_bench(const BenchOptions& options, const Invocation& invocation) {
   Generator gen(train.seed);
   const Tensor x = random_uniform({config.batch_size, kFeatures}, 0.0, 1.0, {}, gen);
   std::vector<std::int64_t> labels(static_cast<std::size_t>(config.batch_size));
-  for (auto& label : labels) label = static_cast<std::int64_t>(gen.below(kClasses));
+  for (auto& label : labels) {
+    label = static_cast<std::int64_t>(gen.below(static_cast<std::uint64_t>(classes)));
+  }
   const Tensor y = from_vector(labels, {config.batch_size});
 
   Model model = applications::mlp(mlp_options);
-  model.compile({.optimizer = make_optimizer(train.optimizer, train.learning_rate),
-                 .loss = std::string("sparse_categorical_crossentropy")});
-  reset_peak_memory_stats(Device::cpu());
-  for (int i = 0; i < options.warmup; ++i) model.train_on_batch(x, y);
-  std::vector<double> step_ms;
-  for (int i = 0; i < options.steps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    model.train_on_batch(x, y);  // returns the loss as a host number: the step has finished
-    step_ms.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
-  }
-  const std::int64_t peak = memory_stats(Device::cpu()).peak_bytes;
-  std::int64_t skipped = 0;
-  if (const auto scaler = mixed_precision::as_loss_scale_optimizer(model.optimizer())) {
-    skipped = scaler->skipped_steps();
-  }
+  const TimedSteps t = time_steps(model, options, config.optimizer, x, y);
   mixed_precision::set_global_policy(previous);
 
-  const StepStats s = step_stats(step_ms);
+  const StepStats s = step_stats(t.step_ms);
   const double seconds = s.median_ms / 1e3;
   // The same FLOP count as bench/peers/torch_mlp.py: 6 * batch * kernel elements (forward 2,
   // backward 4 multiply-add FLOPs per weight and sample; biases and activations are not counted).
@@ -86,36 +130,147 @@ void run_bench(const BenchOptions& options, const Invocation& invocation) {
   std::printf(
       "%-14s %-15s batch %5lld  median %8.2f ms  %10.0f samples/s  %6.3f TFLOP/s  peak %s\n",
       "mixprec", train.policy.c_str(), static_cast<long long>(config.batch_size), s.median_ms,
-      samples_per_s, tflops, format_bytes(peak).c_str());
+      samples_per_s, tflops, format_bytes(t.peak_memory_bytes).c_str());
   if (options.json_path.empty()) return;
-  const nlohmann::ordered_json row = {
-      {"system", "mixprec"},
-      {"policy", train.policy},
-      {"batch_size", config.batch_size},
-      {"step_ms", {{"min", s.min_ms}, {"median", s.median_ms}, {"max", s.max_ms}}},
-      {"samples_per_s", samples_per_s},
-      {"tflops", tflops},
-      {"peak_memory_bytes", peak},
-      {"skipped_steps", skipped}};
-  write_json(
-      options.json_path,
-      {{"device", config.device.name},
-       {"commit", "unknown"},  // the binary does not know it; scripts/bench-cpu-mlp.sh sets it
-       {"date", utc_date()},
-       {"command", invocation.command_line},
-       {"workload",
-        {{"model", train.model},
-         {"units", config.units},
-         {"hidden_layers", train.hidden_layers},
-         {"params", model.count_params()},
-         {"batch_size", config.batch_size},
-         {"optimizer", train.optimizer},
-         {"steps", options.steps},
-         {"warmup", options.warmup},
-         {"threads", omp_get_max_threads()},
-         {"data", "synthetic"},
-         {"peak_memory", "mixprec::memory_stats peak tensor bytes over warmup and steps"}}},
-       {"results", nlohmann::ordered_json::array({row})}});
+  write_document(options, invocation, config,
+                 {{"model", train.model},
+                  {"units", config.units},
+                  {"hidden_layers", train.hidden_layers},
+                  {"params", t.params},
+                  {"batch_size", config.batch_size},
+                  {"optimizer", config.optimizer},
+                  {"steps", options.steps},
+                  {"warmup", options.warmup},
+                  {"threads", omp_get_max_threads()},
+                  {"data", "synthetic"},
+                  {"peak_memory", "mixprec::memory_stats peak tensor bytes over warmup and steps"}},
+                 result_row(train, config.batch_size, s, t, tflops));
+}
+
+// The synthetic images an image-model bench trains on: --dataset synthetic:HxWxC:CLASSES, or by
+// default images of the model's input size with the model's channels (1 for cnn, 3 otherwise)
+// and --classes (default 10 for cnn; 1000, ImageNet's, for efficientnet/resnet as the
+// keras.applications and torchvision models).
+data::SyntheticSpec bench_data(const BenchOptions& options, const ModelChoice& model,
+                               std::int64_t input_size) {
+  if (!options.dataset.empty()) return parse_dataset(options.dataset).synthetic;
+  data::SyntheticSpec s;
+  s.height = s.width = input_size;
+  s.channels = model.kind == ModelKind::cnn ? 1 : 3;
+  s.classes = options.train.classes.value_or(model.kind == ModelKind::cnn ? 10 : 1000);
+  return s;
+}
+
+// The image side an image-model bench uses: --input-size; else the --dataset images' size (no
+// resize); else 28 for cnn (Fashion-MNIST's) and the device default for the others (models.h).
+std::int64_t bench_input_size(const BenchOptions& options, const RunConfig& config) {
+  if (options.train.input_size) return *options.train.input_size;
+  if (!options.dataset.empty()) {
+    const data::SyntheticSpec s = parse_dataset(options.dataset).synthetic;
+    return std::max(s.height, s.width);
+  }
+  return config.model.kind == ModelKind::cnn ? data::kFashionMnistRows
+                                             : default_input_size(config.model, config.device, 0);
+}
+
+// An image model on one synthetic batch. TFLOP/s are not reported: counting a CNN's FLOPs
+// (convolutions, depthwise convolutions, squeeze-and-excitation, batch norm) from the layer
+// graph is not implemented, so the row leaves "tflops" out rather than guess.
+void bench_images(const BenchOptions& options, const Invocation& invocation, RunConfig config) {
+  const TrainOptions& train = options.train;
+  config.input_size = bench_input_size(options, config);
+  if (config.input_size < min_input_size(config.model)) {
+    throw UsageError(train.model + " needs images of at least " +
+                     std::to_string(min_input_size(config.model)) + "x" +
+                     std::to_string(min_input_size(config.model)) + ", got " +
+                     std::to_string(config.input_size) + "; pass --input-size " +
+                     std::to_string(min_input_size(config.model)) + " or more");
+  }
+  const data::SyntheticSpec spec = bench_data(options, config.model, config.input_size);
+  const DataGeometry geometry{spec.height, spec.width, spec.channels, spec.classes, false};
+  config.classes = train.classes.value_or(spec.classes);
+  const ModelShape shape = model_shape(config, geometry);
+
+  const mixed_precision::Policy previous = mixed_precision::global_policy();
+  mixed_precision::set_global_policy(mixed_precision::Policy(train.policy));
+  set_seed(train.seed);
+  // One batch: the pool images and labels after the model's preprocessing (resize, grayscale to
+  // RGB), gathered once, outside the timed steps.
+  const data::SyntheticImages images({.height = spec.height,
+                                      .width = spec.width,
+                                      .channels = spec.channels,
+                                      .classes = spec.classes,
+                                      .seed = train.seed});
+  const data::Pipeline pipeline =
+      model_pipeline(images.pipeline(config.batch_size), geometry, config.model, config.input_size);
+  const data::Batch batch = pipeline.batch(0, config.batch_size);
+
+  Model model = build_model(config.model, shape);
+  const TimedSteps t = time_steps(model, options, config.optimizer, batch.x, batch.y);
+  mixed_precision::set_global_policy(previous);
+
+  const StepStats s = step_stats(t.step_ms);
+  const double samples_per_s = static_cast<double>(config.batch_size) / (s.median_ms / 1e3);
+  std::printf("%-14s %-15s %s %s  batch %5lld  median %8.2f ms  %10.1f images/s  peak %s\n",
+              "mixprec", train.policy.c_str(), train.model.c_str(),
+              model_shape_text(config, shape).c_str(), static_cast<long long>(config.batch_size),
+              s.median_ms, samples_per_s, format_bytes(t.peak_memory_bytes).c_str());
+  if (options.json_path.empty()) return;
+  write_document(options, invocation, config,
+                 {{"model", train.model},
+                  {"input_size", shape.input_size},
+                  {"channels", shape.channels},
+                  {"classes", shape.classes},
+                  {"params", t.params},
+                  {"batch_size", config.batch_size},
+                  {"optimizer", config.optimizer},
+                  {"steps", options.steps},
+                  {"warmup", options.warmup},
+                  {"threads", omp_get_max_threads()},
+                  {"data", "synthetic " + std::to_string(spec.height) + "x" +
+                               std::to_string(spec.width) + "x" + std::to_string(spec.channels) +
+                               ", " + std::to_string(spec.classes) + " classes"},
+                  {"pipeline", pipeline.describe()},
+                  {"peak_memory", "mixprec::memory_stats peak tensor bytes over warmup and steps"},
+                  {"tflops_note", "not reported: FLOPs of the CNN models are not counted"}},
+                 result_row(train, config.batch_size, s, t, std::nullopt));
+}
+
+void run_bench(const BenchOptions& options, const Invocation& invocation) {
+  TrainOptions train = options.train;
+  check_options(train);
+  if (options.steps < 1) {
+    throw UsageError("--steps must be >= 1, got " + std::to_string(options.steps));
+  }
+  if (options.warmup < 0) {
+    throw UsageError("--warmup must be >= 0, got " + std::to_string(options.warmup));
+  }
+  const ModelChoice model = parse_model(train.model);
+  if (!model.takes_images()) {
+    if (!options.dataset.empty()) {
+      throw UsageError(
+          "--dataset applies to the image models' bench; the mlp bench uses "
+          "synthetic (batch, 784) rows");
+    }
+    train.dataset = "synthetic:28x28x1:2";  // no data set: any --classes >= 2 is fine
+    bench_mlp(options, invocation, resolve_config(train, invocation.command_line));
+    return;
+  }
+  // resolve_config() checks --dataset (synthetic only) and --classes against it; without a
+  // --dataset a two-class placeholder lets any --classes through. bench_images() then sets the
+  // input size and classes.
+  if (!options.dataset.empty()) {
+    if (parse_dataset(options.dataset).kind != DatasetKind::synthetic) {
+      throw UsageError(
+          "bench times steps on synthetic data: --dataset must be "
+          "synthetic:HxWxC:CLASSES, got '" +
+          options.dataset + "'; train on real data with mixprec train or compare");
+    }
+    train.dataset = options.dataset;
+  } else {
+    train.dataset = "synthetic:32x32x3:2";
+  }
+  bench_images(options, invocation, resolve_config(train, invocation.command_line));
 }
 
 }  // namespace
@@ -128,6 +283,10 @@ Command add_bench_command(CLI::App& app, const Invocation& invocation) {
   auto options = std::make_shared<BenchOptions>();
   add_common_options(*sub, options->train, OptionSet::bench);
   sub->add_option("--policy", options->train.policy, "dtype policy to time")->capture_default_str();
+  sub->add_option("--dataset", options->dataset,
+                  "image models: synthetic:HxWxC:CLASSES to train on (default: synthetic images "
+                  "of --input-size, 1 channel for cnn and 3 otherwise, --classes or 10 for cnn "
+                  "and 1000 otherwise)");
   sub->add_option("--steps", options->steps, "timed steps")->capture_default_str();
   sub->add_option("--warmup", options->warmup, "untimed steps first")->capture_default_str();
   sub->add_option("--json", options->json_path, "write the result document to this JSON file");

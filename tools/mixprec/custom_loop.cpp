@@ -32,7 +32,7 @@ void print_epoch(const EpochLog& log, int epochs) {
 
 }  // namespace
 
-LossAndAccuracy evaluate_in_batches(Model& model, const Tensor& x, const Tensor& y,
+LossAndAccuracy evaluate_in_batches(Model& model, const data::Pipeline& data,
                                     std::int64_t batch_size) {
   NoGradScope no_grad;
   const losses::SparseCategoricalCrossentropy loss_object;
@@ -40,7 +40,8 @@ LossAndAccuracy evaluate_in_batches(Model& model, const Tensor& x, const Tensor&
   // Keras weights each batch's mean loss by its size, so a short last batch counts less.
   double loss_sum = 0.0;
   std::int64_t count = 0;
-  for (const data::Batch& batch : data::Dataset(x, y).batches(batch_size)) {
+  for (const data::Batch& rows : data.dataset().batches(batch_size)) {
+    const data::Batch batch = data.apply(rows);
     const Tensor predictions = model(batch.x);  // (b, classes) float32
     const std::int64_t b = batch.x.dim(0);
     loss_sum += loss_object(batch.y, predictions).item() * static_cast<double>(b);
@@ -50,22 +51,21 @@ LossAndAccuracy evaluate_in_batches(Model& model, const Tensor& x, const Tensor&
   return {count > 0 ? loss_sum / static_cast<double>(count) : 0.0, accuracy.result()};
 }
 
-History custom_training_loop(Model& model, optimizers::Optimizer optimizer, const Tensor& x,
-                             const Tensor& y, const CustomLoopOptions& options) {
+History custom_training_loop(Model& model, optimizers::Optimizer optimizer,
+                             const data::Pipeline& all, const CustomLoopOptions& options) {
   const auto scaler = mixed_precision::as_loss_scale_optimizer(optimizer);
   const losses::SparseCategoricalCrossentropy loss_object;
   const std::vector<Tensor> variables = model.trainable_variables();
 
-  data::Dataset all(x, y);
-  data::Dataset train = all;
-  std::optional<data::Dataset> validation;
+  data::Pipeline train = all;
+  std::optional<data::Pipeline> validation;
   if (options.validation_split > 0.0) {
     auto split = all.split_validation(options.validation_split);
     train = split.train;
     validation = split.validation;
   }
   data::BatchLoader loader(
-      train,
+      train.dataset(),
       {.batch_size = options.batch_size, .shuffle = data::Shuffle::yes, .seed = options.seed});
 
   History history;
@@ -76,7 +76,8 @@ History custom_training_loop(Model& model, optimizers::Optimizer optimizer, cons
     log.epoch = epoch;
     metrics::Mean loss_mean;
     metrics::SparseCategoricalAccuracy accuracy;
-    for (const data::Batch& batch : loader.next_epoch()) {
+    for (const data::Batch& rows : loader.next_epoch()) {
+      const data::Batch batch = train.apply(rows);
       const auto step_start = Clock::now();
       GradientTape tape;
       const Tensor predictions = model(batch.x, {.training = true});  // (b, classes) float32
@@ -97,8 +98,7 @@ History custom_training_loop(Model& model, optimizers::Optimizer optimizer, cons
     log.metrics["loss"] = loss_mean.result();
     log.metrics["accuracy"] = accuracy.result();
     if (validation) {
-      const auto v = evaluate_in_batches(model, validation->features(), validation->targets(),
-                                         options.batch_size);
+      const auto v = evaluate_in_batches(model, *validation, options.batch_size);
       log.metrics["val_loss"] = v.loss;
       log.metrics["val_accuracy"] = v.accuracy;
     }

@@ -1,16 +1,19 @@
 // Parsing, checking and resolving the shared options (see options.h).
 #include "options.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <sstream>
+
+#include "models.h"
 
 namespace mixprec::cli {
 
 namespace {
 
-const std::vector<std::string> kModels = {"mlp"};
-const std::vector<std::string> kDatasets = {"fashion_mnist"};
+const char* const kDatasetForms =
+    "fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR, synthetic:HxWxC:CLASSES[:SAMPLES]";
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -30,11 +33,19 @@ bool contains(const std::vector<std::string>& items, const std::string& item) {
 void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
   // A repeated option takes its last value (`make demo ARGS="--epochs 1"` can override).
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.add_option("--model", o.model, "model to build: mlp (seed 001's Dense-ReLU network)")
+  app.add_option("--model", o.model,
+                 "model to build: mlp (seed 001's Dense-ReLU network), cnn (a small Fashion-MNIST "
+                 "CNN), efficientnet-b0 .. efficientnet-b7 (seed 002), resnet50")
       ->capture_default_str();
-  app.add_option("--units", o.units, "hidden-layer width (default 4096 on a GPU, 512 on the CPU)");
-  app.add_option("--hidden-layers", o.hidden_layers, "number of hidden Dense layers")
+  app.add_option("--units", o.units,
+                 "mlp: hidden-layer width (default 4096 on a GPU, 512 on the CPU)");
+  app.add_option("--hidden-layers", o.hidden_layers, "mlp: number of hidden Dense layers")
       ->capture_default_str();
+  app.add_option("--input-size", o.input_size,
+                 "CNNs: image side S, images are resized to SxS per batch (default: cnn the data "
+                 "set's size; efficientnet/resnet 224 on a GPU, 32 on the CPU, where 224 takes "
+                 "hours per epoch)");
+  app.add_option("--classes", o.classes, "output classes (default: the data set's)");
   if (what == OptionSet::train) {
     app.add_option("--policy", o.policy,
                    "dtype policy: float32, mixed_float16, mixed_bfloat16, float16, bfloat16, "
@@ -42,10 +53,11 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
         ->capture_default_str();
   }
   app.add_option("--batch-size", o.batch_size,
-                 "samples per training step (default 8192 on a GPU, 256 on the CPU)");
-  app.add_option("--optimizer", o.optimizer, "sgd, adam, adamw or rmsprop")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}, CLI::ignore_case))
-      ->capture_default_str();
+                 "samples per training step (default: mlp 8192 on a GPU, 256 on the CPU; cnn 256; "
+                 "efficientnet/resnet 128)");
+  app.add_option("--optimizer", o.optimizer,
+                 "sgd, adam, adamw or rmsprop (default: rmsprop for mlp, adam for the CNNs)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}, CLI::ignore_case));
   app.add_option("--learning-rate", o.learning_rate,
                  "learning rate (default: the optimizer's Keras default)");
   app.add_option("--seed", o.seed, "seed of the weights, the shuffling and synthetic data")
@@ -56,9 +68,12 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
   if (what == OptionSet::bench) return;
 
   app.add_option("--dataset", o.dataset,
-                 "fashion_mnist or fashion_mnist:DIR (default DIR " +
-                     data::default_fashion_mnist_dir() + ")")
+                 std::string(kDatasetForms) + " (fashion_mnist's default DIR " +
+                     data::default_fashion_mnist_dir() +
+                     "; CIFAR DIR: the extracted binary version)")
       ->capture_default_str();
+  app.add_option("--max-samples", o.max_samples,
+                 "use only the first N training and the first N test samples (quick runs)");
   app.add_option("--epochs", o.epochs, "passes over the training data")->capture_default_str();
   app.add_option("--loop", o.loop,
                  "fit (Model::fit) or custom (GradientTape + LossScaleOptimizer, seed 001)")
@@ -99,28 +114,76 @@ void check_policy_name(const std::string& name) {
   }
 }
 
+std::int64_t parse_positive(const std::string& text, const std::string& option) {
+  const bool digits =
+      !text.empty() && text.size() <= 18 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || std::stoll(text) <= 0) {
+    throw UsageError(option + " expects positive whole numbers, got '" + text + "'");
+  }
+  return std::stoll(text);
+}
+
 DatasetSpec parse_dataset(const std::string& spec) {
   const auto colon = spec.find(':');
   DatasetSpec out;
   out.name = spec.substr(0, colon);
-  if (!contains(kDatasets, out.name)) {
-    throw UsageError("unknown dataset '" + out.name + "'; valid datasets: " + join(kDatasets) +
-                     " (optionally NAME:DIR)");
+  const std::string rest = colon == std::string::npos ? std::string() : spec.substr(colon + 1);
+  if (out.name == "synthetic") {
+    out.kind = DatasetKind::synthetic;
+    try {
+      out.synthetic = data::parse_synthetic_spec(spec);
+    } catch (const ValueError& e) {
+      throw UsageError(std::string("--dataset: ") + e.what());
+    }
+    return out;
   }
-  out.dir = colon == std::string::npos ? data::default_fashion_mnist_dir() : spec.substr(colon + 1);
+  if (out.name == "fashion_mnist") {
+    out.kind = DatasetKind::fashion_mnist;
+    out.dir = colon == std::string::npos ? data::default_fashion_mnist_dir() : rest;
+  } else if (out.name == "cifar10" || out.name == "cifar100") {
+    out.kind = out.name == "cifar10" ? DatasetKind::cifar10 : DatasetKind::cifar100;
+    if (colon == std::string::npos) {
+      throw UsageError("--dataset " + spec +
+                       " needs the directory of the extracted binary files: " + out.name +
+                       ":DIR (e.g. " + out.name + ":" +
+                       (out.name == "cifar10" ? "cifar-10-batches-bin" : "cifar-100-binary") + ")");
+    }
+    out.dir = rest;
+  } else {
+    throw UsageError("unknown dataset '" + out.name + "'; valid datasets: " + kDatasetForms);
+  }
   if (out.dir.empty()) throw UsageError("--dataset " + spec + ": the directory after ':' is empty");
   return out;
 }
 
 void check_options(const TrainOptions& o) {
-  if (!contains(kModels, o.model)) {
-    throw UsageError("unknown model '" + o.model + "'; valid models: " + join(kModels));
-  }
+  const ModelChoice model = parse_model(o.model);
   if (o.units && *o.units <= 0) {
     throw UsageError("--units must be positive, got " + std::to_string(*o.units));
   }
+  if (o.units && model.takes_images()) {
+    throw UsageError("--units applies to --model mlp, not " + o.model +
+                     " (the zoo's CNNs have fixed widths)");
+  }
   if (o.hidden_layers < 0) {
     throw UsageError("--hidden-layers must be >= 0, got " + std::to_string(o.hidden_layers));
+  }
+  if (o.input_size && !model.takes_images()) {
+    throw UsageError(
+        "--input-size applies to the image models (cnn, efficientnet-b*, resnet50), "
+        "not mlp, which takes flattened rows");
+  }
+  if (o.input_size && *o.input_size < min_input_size(model)) {
+    throw UsageError("--input-size for " + o.model +
+                     " must be >= " + std::to_string(min_input_size(model)) + ", got " +
+                     std::to_string(*o.input_size));
+  }
+  if (o.classes && *o.classes < 2) {
+    throw UsageError("--classes must be >= 2, got " + std::to_string(*o.classes));
+  }
+  if (o.max_samples && *o.max_samples <= 0) {
+    throw UsageError("--max-samples must be positive, got " + std::to_string(*o.max_samples));
   }
   if (o.batch_size && *o.batch_size <= 0) {
     throw UsageError("--batch-size must be positive, got " + std::to_string(*o.batch_size));

@@ -26,14 +26,21 @@ enum class Loop { fit, custom };
 
 // Everything `train` takes (and `compare`, with several policies; `bench` uses a subset).
 struct TrainOptions {
-  std::string model = "mlp";
-  std::optional<std::int64_t> units;  // default: 4096 on a GPU, 512 on the CPU
-  int hidden_layers = 2;
-  std::string dataset = "fashion_mnist";  // "fashion_mnist" or "fashion_mnist:DIR"
+  std::string model = "mlp";          // mlp, cnn, efficientnet-b0..b7, resnet50 (parse_model())
+  std::optional<std::int64_t> units;  // mlp only; default: 4096 on a GPU, 512 on the CPU
+  int hidden_layers = 2;              // mlp only
+  // Image side of the CNNs (models.h: default_input_size()).
+  std::optional<std::int64_t> input_size;
+  std::optional<std::int64_t> classes;  // default: the data set's
+  // fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR or synthetic:HxWxC:CLASSES[:SAMPLES]
+  std::string dataset = "fashion_mnist";
+  // At most this many training samples and this many test samples (the first ones), for quick runs.
+  std::optional<std::int64_t> max_samples;
   std::string policy = "float32";
   int epochs = 5;
-  std::optional<std::int64_t> batch_size;  // default: 8192 on a GPU, 256 on the CPU
-  std::string optimizer = "rmsprop";
+  // Default: 8192 on a GPU, 256 on the CPU for mlp; 256 for cnn; 128 for efficientnet/resnet.
+  std::optional<std::int64_t> batch_size;
+  std::string optimizer;  // "" = rmsprop for mlp (seed 001), adam otherwise (seed 002)
   std::optional<double> learning_rate;  // default: the optimizer's Keras default
   std::string loop = "fit";             // fit or custom (loop_choice())
   // Seed 001 trains with validation_split=0.2; so does mixprec train by default, so that the
@@ -50,17 +57,26 @@ enum class OptionSet { train, compare, bench };
 void add_common_options(CLI::App& app, TrainOptions& options, OptionSet what);
 
 // Usage checks CLI11 does not do: positive batch size, non-negative epochs, a known model, policy
-// and dataset, validation split in [0, 1). Throws UsageError.
+// and dataset, validation split in [0, 1), options that apply to the chosen model. Throws
+// UsageError.
 void check_options(const TrainOptions& options);
 // The names --policy accepts (Policy::valid_names()) and a UsageError for any other.
 void check_policy_name(const std::string& name);
 // "a,b,c" -> {"a", "b", "c"}; empty items are a UsageError naming the option.
 std::vector<std::string> split_list(const std::string& text, const std::string& option);
+// A positive whole number for `option`; a UsageError otherwise.
+std::int64_t parse_positive(const std::string& text, const std::string& option);
 
+enum class DatasetKind { fashion_mnist, cifar10, cifar100, synthetic };
 struct DatasetSpec {
-  std::string name;  // "fashion_mnist"
-  std::string dir;
+  std::string name;  // "fashion_mnist", "cifar10", "cifar100", "synthetic"
+  DatasetKind kind = DatasetKind::fashion_mnist;
+  std::string dir;                // the files' directory ("" for synthetic)
+  data::SyntheticSpec synthetic;  // kind == synthetic
 };
+// --dataset's value: fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR,
+// synthetic:HxWxC:CLASSES[:SAMPLES]. UsageError for an unknown name (listing the valid forms), a
+// CIFAR name without a directory, or a malformed synthetic spec.
 DatasetSpec parse_dataset(const std::string& spec);
 
 // The device a run uses. cuda in a build without the CUDA backend is a DeviceError ("this build of
@@ -72,8 +88,9 @@ struct ResolvedDevice {
 };
 ResolvedDevice resolve_device(DeviceChoice choice);
 
-// Device-dependent defaults (DESIGN §1, seed 001): a GPU gets the guide's 4096 units and batch
-// 8192; the CPU gets 512 units and batch 256 so that an epoch of Fashion-MNIST takes seconds.
+// Device-dependent defaults of the mlp (DESIGN §1, seed 001): a GPU gets the guide's 4096 units
+// and batch 8192; the CPU gets 512 units and batch 256 so that an epoch of Fashion-MNIST takes
+// seconds. The CNNs' defaults are in models.h.
 std::int64_t default_units(const ResolvedDevice& device);
 std::int64_t default_batch_size(const ResolvedDevice& device);
 

@@ -75,12 +75,19 @@ json run_to_json(const RunResult& run) {
                       {"steps", e.step_ms.size()}});
   }
   const StepStats steps = run_step_stats(run);
-  return {
-      {"command", c.command},
-      {"mixprec_version", MIXPREC_VERSION_STRING},
-      {"model", c.options.model},
-      {"units", c.units},
-      {"hidden_layers", c.options.hidden_layers},
+  json out = {{"command", c.command},
+              {"mixprec_version", MIXPREC_VERSION_STRING},
+              {"model", c.options.model}};
+  if (c.model.takes_images()) {
+    out["input_size"] = run.shape.input_size;
+    out["channels"] = run.shape.channels;
+    out["classes"] = run.shape.classes;
+    out["pipeline"] = run.pipeline;
+  } else {
+    out["units"] = c.units;
+    out["hidden_layers"] = c.options.hidden_layers;
+  }
+  out.update(json{
       {"params", run.params},
       {"dataset", c.dataset.name},
       {"dataset_dir", c.dataset.dir},
@@ -93,7 +100,7 @@ json run_to_json(const RunResult& run) {
       {"device", c.device.device.to_string()},
       {"device_name", c.device.name},
       {"loop", c.options.loop},
-      {"optimizer", c.options.optimizer},
+      {"optimizer", c.optimizer},
       {"learning_rate", run.learning_rate},
       {"batch_size", c.batch_size},
       {"validation_split", c.options.validation_split},
@@ -113,20 +120,42 @@ json run_to_json(const RunResult& run) {
        {{"final", run.final_loss_scale ? json(*run.final_loss_scale) : json(nullptr)},
         {"skipped_steps", run.skipped_steps}}},
       {"total_seconds", run.total_seconds},
-  };
+  });
+  return out;
 }
 
-void print_compare_table(const std::vector<RunResult>& runs, std::FILE* out) {
+std::string model_shape_text(const RunConfig& c, const ModelShape& s) {
+  if (c.model.takes_images()) {
+    return std::to_string(s.input_size) + "x" + std::to_string(s.input_size) + "x" +
+           std::to_string(s.channels) + " -> " + std::to_string(s.classes);
+  }
+  std::string shape = std::to_string(s.features);
+  for (int i = 0; i < s.hidden_layers; ++i) shape += "-" + std::to_string(s.units);
+  return shape + "-" + std::to_string(s.classes);
+}
+
+std::string model_shape_text(const RunResult& run) {
+  return model_shape_text(run.config, run.shape);
+}
+
+void print_compare_table(const std::vector<RunResult>& runs, std::FILE* out,
+                         CompareTableStyle style) {
   // Peak memory is shown above the loaded data set (which every run shares), so the column shows
   // what the policy changes: weights, their 16-bit copies, optimizer slots, activations.
-  std::fprintf(out, "%-16s %9s %11s %12s %14s %11s %8s %9s\n", "policy", "s/epoch", "samples/s",
-               "step ms p50", "peak mem (run)", "loss scale", "skipped", "test acc");
+  std::fprintf(out, "%-16s ", "policy");
+  if (style.batch_column) std::fprintf(out, "%6s ", "batch");
+  std::fprintf(out, "%9s %11s %12s %14s %11s %8s %9s\n", "s/epoch", style.throughput, "step ms p50",
+               "peak mem (run)", "loss scale", "skipped", "test acc");
   for (const RunResult& r : runs) {
     const StepStats s = run_step_stats(r);
     char scale[32] = "-";
     if (r.final_loss_scale) std::snprintf(scale, sizeof scale, "%g", *r.final_loss_scale);
-    std::fprintf(out, "%-16s %9.3g %11.0f %12.3g %14s %11s %8lld %9.4f\n", r.config.policy.c_str(),
-                 seconds_per_epoch(r), samples_per_second(r), s.median_ms,
+    std::fprintf(out, "%-16s ", r.config.policy.c_str());
+    if (style.batch_column) {
+      std::fprintf(out, "%6lld ", static_cast<long long>(r.config.batch_size));
+    }
+    std::fprintf(out, "%9.3g %11.0f %12.3g %14s %11s %8lld %9.4f\n", seconds_per_epoch(r),
+                 samples_per_second(r), s.median_ms,
                  format_bytes(r.peak_memory_bytes - r.data_memory_bytes).c_str(), scale,
                  static_cast<long long>(r.skipped_steps), r.test_accuracy);
   }

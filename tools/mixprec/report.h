@@ -28,11 +28,25 @@ StepStats run_step_stats(const RunResult& run);
 double seconds_per_epoch(const RunResult& run);
 double samples_per_second(const RunResult& run);
 
-// The --metrics-json document of one run (field list in train.cpp's help and the README).
+// The --metrics-json document of one run (field list in train.cpp's help and the README). The mlp
+// has "units" and "hidden_layers"; the image models have "input_size", "channels", "classes" and
+// "pipeline" (the per-batch steps) in their place.
 nlohmann::ordered_json run_to_json(const RunResult& run);
 
+// "28x28x1 -> 10" for the image models' input and classes; "784-512-512-10" for the mlp.
+std::string model_shape_text(const RunResult& run);
+std::string model_shape_text(const RunConfig& config, const ModelShape& shape);
+
+// Columns of the compare table. The mlp's default table has no batch column (every run shares
+// the batch); a batch column is added when the runs' batch sizes may differ (--batch-sizes) and
+// for image models, whose throughput column is named images/s.
+struct CompareTableStyle {
+  bool batch_column = false;
+  const char* throughput = "samples/s";
+};
 // The compare table: one row per run.
-void print_compare_table(const std::vector<RunResult>& runs, std::FILE* out);
+void print_compare_table(const std::vector<RunResult>& runs, std::FILE* out,
+                         CompareTableStyle style = {});
 
 // Writes `document` (2-space indent, newline-terminated); std::runtime_error when the file cannot
 // be written.

@@ -1,6 +1,7 @@
 // One training run (see run.h).
 #include "run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -32,31 +33,75 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
   RunConfig config;
   config.options = options;
   config.device = resolve_device(device_choice(options.device));
+  config.model = parse_model(options.model);
   config.policy = options.policy;
-  config.units = options.units.value_or(default_units(config.device));
-  config.batch_size = options.batch_size.value_or(default_batch_size(config.device));
   config.dataset = parse_dataset(options.dataset);
+  const DataGeometry geometry = dataset_geometry(config.dataset);
+  config.classes = options.classes.value_or(geometry.classes);
+  if (config.classes < geometry.classes) {
+    throw UsageError("--classes " + std::to_string(config.classes) + " is fewer than the " +
+                     std::to_string(geometry.classes) + " classes of " + config.dataset.name +
+                     " (labels 0.." + std::to_string(geometry.classes - 1) +
+                     "); leave --classes out to use the data set's");
+  }
+  if (config.model.takes_images()) {
+    config.input_size = options.input_size.value_or(
+        default_input_size(config.model, config.device, std::max(geometry.height, geometry.width)));
+    if (config.input_size < min_input_size(config.model)) {
+      throw UsageError(config.model.name + " needs images of at least " +
+                       std::to_string(min_input_size(config.model)) + "x" +
+                       std::to_string(min_input_size(config.model)) + ", the data set's are " +
+                       std::to_string(geometry.height) + "x" + std::to_string(geometry.width) +
+                       "; pass --input-size " + std::to_string(min_input_size(config.model)) +
+                       " or more to resize them");
+    }
+  } else {
+    config.units = options.units.value_or(default_units(config.device));
+  }
+  config.batch_size = options.batch_size.value_or(default_batch_size(config.model, config.device));
+  config.optimizer =
+      options.optimizer.empty() ? default_optimizer(config.model) : options.optimizer;
   config.verbose = parse_verbosity(options.verbose);
   config.command = command;
   return config;
 }
 
-data::FashionMnist load_dataset(const DatasetSpec& dataset) {
-  return data::load_fashion_mnist(dataset.dir);
+LoadedData load_dataset(const RunConfig& config) {
+  return load_data(config.dataset, config.options.seed, config.options.max_samples);
 }
 
-RunResult run_training(const RunConfig& config, const data::FashionMnist& data) {
+ModelShape model_shape(const RunConfig& config, const DataGeometry& geometry) {
+  ModelShape shape;
+  shape.classes = config.classes;
+  if (config.model.takes_images()) {
+    shape.input_size = config.input_size;
+    shape.channels = model_channels(config.model, geometry);
+  } else {
+    shape.features = geometry.height * geometry.width * geometry.channels;
+    shape.units = config.units;
+    shape.hidden_layers = config.options.hidden_layers;
+  }
+  return shape;
+}
+
+RunResult run_training(const RunConfig& config, const LoadedData& data) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const TrainOptions& o = config.options;
   RunResult result;
   result.config = config;
+  result.shape = model_shape(config, data.geometry);
+  const data::Pipeline train =
+      model_pipeline(data.train, data.geometry, config.model, config.input_size);
+  const data::Pipeline test =
+      model_pipeline(data.test, data.geometry, config.model, config.input_size);
+  result.pipeline = train.describe();
 
   // Memory of this run: the peak above what is alive now (the data set, shared by every run).
   reset_peak_memory_stats(Device::cpu());
   result.data_memory_bytes = memory_stats(Device::cpu()).current_bytes;
 
-  const std::int64_t n = data.x_train.dim(0);
+  const std::int64_t n = train.size();
   result.train_samples = n;
   if (o.validation_split > 0.0) {
     // Keras's split point (data::Dataset::split_validation): the last samples validate.
@@ -64,7 +109,7 @@ RunResult run_training(const RunConfig& config, const data::FashionMnist& data) 
         static_cast<std::int64_t>(std::floor(static_cast<double>(n) * (1.0 - o.validation_split)));
   }
   result.validation_samples = n - result.train_samples;
-  result.test_samples = data.x_test.dim(0);
+  result.test_samples = test.size();
 
   {
     const mixed_precision::Policy policy(config.policy);
@@ -72,27 +117,22 @@ RunResult run_training(const RunConfig& config, const data::FashionMnist& data) 
     // Same seed, same initial weights and batch order for every policy of a compare.
     set_seed(o.seed);
     clear_session();
-    Model model = applications::mlp({.units = config.units,
-                                     .hidden_layers = o.hidden_layers,
-                                     .input_features = data.x_train.dim(1),
-                                     .classes = data::kFashionMnistClasses});
+    Model model = build_model(config.model, result.shape);
     result.params = model.count_params();
-    optimizers::Optimizer optimizer = make_optimizer(o.optimizer, o.learning_rate);
+    optimizers::Optimizer optimizer = make_optimizer(config.optimizer, o.learning_rate);
     result.learning_rate = optimizer.learning_rate();
 
     if (loop_choice(o.loop) == Loop::fit) {
       model.compile({.optimizer = optimizer,
                      .loss = std::string("sparse_categorical_crossentropy"),
                      .metrics = {std::string("accuracy")}});
-      result.history = model.fit(data.x_train, data.y_train,
-                                 {.batch_size = config.batch_size,
-                                  .epochs = o.epochs,
-                                  .verbose = config.verbose,
-                                  .validation_split = o.validation_split,
-                                  .seed = o.seed});
+      result.history = model.fit(train, {.batch_size = config.batch_size,
+                                         .epochs = o.epochs,
+                                         .verbose = config.verbose,
+                                         .validation_split = o.validation_split,
+                                         .seed = o.seed});
       const Scores scores =
-          model.evaluate(data.x_test, data.y_test,
-                         {.batch_size = config.batch_size, .verbose = Verbosity::silent});
+          model.evaluate(test, {.batch_size = config.batch_size, .verbose = Verbosity::silent});
       result.test_loss = scores[0];
       result.test_accuracy = scores.at("accuracy");
       optimizer = model.optimizer();
@@ -103,15 +143,15 @@ RunResult run_training(const RunConfig& config, const data::FashionMnist& data) 
       }
       const Verbosity verbose =
           config.verbose == Verbosity::silent ? Verbosity::silent : Verbosity::one_line_per_epoch;
-      result.history = custom_training_loop(model, optimizer, data.x_train, data.y_train,
+      result.history = custom_training_loop(model, optimizer, train,
                                             {.batch_size = config.batch_size,
                                              .epochs = o.epochs,
                                              .validation_split = o.validation_split,
                                              .seed = o.seed,
                                              .verbose = verbose});
-      const auto test = evaluate_in_batches(model, data.x_test, data.y_test, config.batch_size);
-      result.test_loss = test.loss;
-      result.test_accuracy = test.accuracy;
+      const auto test_scores = evaluate_in_batches(model, test, config.batch_size);
+      result.test_loss = test_scores.loss;
+      result.test_accuracy = test_scores.accuracy;
     }
     if (const auto scaler = mixed_precision::as_loss_scale_optimizer(optimizer)) {
       result.final_loss_scale = scaler->loss_scale();

@@ -7,32 +7,45 @@
 #include <optional>
 #include <string>
 
+#include "datasets.h"
 #include "mixprec/mixprec.h"
+#include "models.h"
 #include "options.h"
 
 namespace mixprec::cli {
 
-// The options with every device-dependent default filled in.
+// The options with every device- and data-dependent default filled in.
 struct RunConfig {
   TrainOptions options;
   ResolvedDevice device;
-  std::string policy;  // this run's policy (compare runs one config per policy)
-  std::int64_t units = 0;
-  std::int64_t batch_size = 0;
+  ModelChoice model;
+  std::string policy;           // this run's policy (compare runs one config per policy)
+  std::int64_t units = 0;       // mlp
+  std::int64_t input_size = 0;  // image models: the side S of the (S, S, C) input
+  std::int64_t classes = 0;
+  std::int64_t batch_size = 0;  // this run's (compare may give each policy its own)
+  std::string optimizer;        // resolved: "rmsprop" for mlp, "adam" for the CNNs by default
   DatasetSpec dataset;
   Verbosity verbose = Verbosity::automatic;
   std::string command;  // the command line, for the JSON
 };
 
-// Checks nothing the parser checked; resolves the device (DeviceError for an unusable one) and the
-// defaults that depend on it.
+// Resolves the device (DeviceError for an unusable one) and the defaults that depend on it and on
+// the data set (its image size and classes, known from the spec). UsageError for --classes below
+// the data set's label count.
 RunConfig resolve_config(const TrainOptions& options, const std::string& command);
 
-// Loads the dataset named by config.dataset (DataError with an install hint when it is missing).
-data::FashionMnist load_dataset(const DatasetSpec& dataset);
+// Loads the data set named by config.dataset (DataError with a hint when it is missing), with
+// --max-samples applied.
+LoadedData load_dataset(const RunConfig& config);
+
+// What the model of `config` sees: its shape and the preprocessing pipeline on `data`.
+ModelShape model_shape(const RunConfig& config, const DataGeometry& geometry);
 
 struct RunResult {
   RunConfig config;
+  ModelShape shape;
+  std::string pipeline;  // the per-batch steps, data::Pipeline::describe() ("" for none)
   std::int64_t params = 0;
   std::int64_t train_samples = 0, validation_samples = 0, test_samples = 0;
   double learning_rate = 0.0;
@@ -48,7 +61,8 @@ struct RunResult {
 };
 
 // Runs one policy on `data`: sets the seed and the global policy (restored afterwards), builds a
-// fresh model, trains, evaluates. Prints the progress (config.verbose) and nothing else.
-RunResult run_training(const RunConfig& config, const data::FashionMnist& data);
+// fresh model, adds its preprocessing steps to the data's pipelines, trains, evaluates. Prints the
+// progress (config.verbose) and nothing else.
+RunResult run_training(const RunConfig& config, const LoadedData& data);
 
 }  // namespace mixprec::cli

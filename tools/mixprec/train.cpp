@@ -15,22 +15,23 @@ namespace mixprec::cli {
 
 namespace {
 
-void print_header(const RunConfig& c, const data::FashionMnist& data, std::FILE* out) {
+void print_header(const RunConfig& c, const LoadedData& data, std::FILE* out) {
   const mixed_precision::Policy policy(c.policy);
-  std::string shape = std::to_string(data.x_train.dim(1));
-  for (int i = 0; i < c.options.hidden_layers; ++i) shape += "-" + std::to_string(c.units);
-  shape += "-" + std::to_string(data::kFashionMnistClasses);
+  const std::string shape = model_shape_text(c, model_shape(c, data.geometry));
   std::fprintf(out,
                "%s %s on %s (%lld training samples, validation split %g, %lld test samples)\n"
                "policy %s (compute %s, variables %s), %s, batch %lld, epochs %d, %s loop, "
                "device %s (%s)\n",
                c.options.model.c_str(), shape.c_str(), c.dataset.name.c_str(),
-               static_cast<long long>(data.x_train.dim(0)), c.options.validation_split,
-               static_cast<long long>(data.x_test.dim(0)), policy.name().c_str(),
+               static_cast<long long>(data.train.size()), c.options.validation_split,
+               static_cast<long long>(data.test.size()), policy.name().c_str(),
                std::string(dtype_name(policy.compute_dtype())).c_str(),
-               std::string(dtype_name(policy.variable_dtype())).c_str(),
-               c.options.optimizer.c_str(), static_cast<long long>(c.batch_size), c.options.epochs,
-               c.options.loop.c_str(), c.device.device.to_string().c_str(), c.device.name.c_str());
+               std::string(dtype_name(policy.variable_dtype())).c_str(), c.optimizer.c_str(),
+               static_cast<long long>(c.batch_size), c.options.epochs, c.options.loop.c_str(),
+               c.device.device.to_string().c_str(), c.device.name.c_str());
+  const std::string steps =
+      model_pipeline(data.train, data.geometry, c.model, c.input_size).describe();
+  if (!steps.empty()) std::fprintf(out, "per-batch preprocessing: %s\n", steps.c_str());
   std::fflush(out);
 }
 
@@ -54,7 +55,7 @@ void print_summary(const RunResult& r, std::FILE* out) {
 void run_train(const TrainOptions& options, const Invocation& invocation) {
   check_options(options);
   const RunConfig config = resolve_config(options, invocation.command_line);
-  const data::FashionMnist data = load_dataset(config.dataset);
+  const LoadedData data = load_dataset(config);
   print_header(config, data, stdout);
   const RunResult result = run_training(config, data);
   print_summary(result, stdout);

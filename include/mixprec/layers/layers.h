@@ -2,11 +2,17 @@
 #pragma once
 
 #include "mixprec/layers/activation.h"
+#include "mixprec/layers/batch_normalization.h"
+#include "mixprec/layers/conv2d.h"
 #include "mixprec/layers/dense.h"
+#include "mixprec/layers/depthwise_conv2d.h"
 #include "mixprec/layers/dropout.h"
 #include "mixprec/layers/flatten.h"
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/layers/keras_tensor.h"
 #include "mixprec/layers/layer.h"
 #include "mixprec/layers/merge.h"
+#include "mixprec/layers/pooling.h"
 #include "mixprec/layers/reshape.h"
+#include "mixprec/layers/resizing.h"
+#include "mixprec/layers/zero_padding2d.h"

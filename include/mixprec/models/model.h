@@ -96,6 +96,16 @@ class Model : public layers::Layer {
   // The model's output for every row of x, computed in batches without autograd and
   // concatenated (a new tensor). Needs no compile().
   Tensor predict(const Tensor& x, PredictOptions options = {});
+
+  // The same on a data::Pipeline (include/mixprec/data/pipeline.h): its dataset's rows are
+  // batched and shuffled exactly as fit(x, y) batches and shuffles x and y (the same seed gives
+  // the same batches), and the pipeline's steps run on each batch before the model sees it
+  // (outside EpochLog::step_ms, as batch assembly). validation_split splits the dataset and keeps
+  // the steps. fit and evaluate need a pipeline with targets and at least one sample (a
+  // ValueError otherwise); predict ignores the targets.
+  History fit(const data::Pipeline& train, FitOptions options = {});
+  Scores evaluate(const data::Pipeline& data, EvaluateOptions options = {});
+  Tensor predict(const data::Pipeline& data, PredictOptions options = {});
   // One optimisation step on a batch (Keras train_on_batch): resets the metrics, steps, and
   // returns the batch's loss (before the update) and metrics.
   Scores train_on_batch(const Tensor& x, const Tensor& y);

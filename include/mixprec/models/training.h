@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "mixprec/data/pipeline.h"
 #include "mixprec/losses.h"
 #include "mixprec/metrics.h"
 #include "mixprec/optimizers.h"
@@ -28,14 +29,20 @@ struct CompileOptions {
 // Keras verbosity: 0 silent, 1 progress bar, 2 one line per epoch; auto = 1 on a terminal, else 2.
 enum class Verbosity { silent = 0, progress_bar = 1, one_line_per_epoch = 2, automatic = -1 };
 
+// fit()'s validation data: (x_val, y_val) tensors, or a data::Pipeline (Keras takes a tuple or a
+// tf.data dataset), evaluated with fit's batch_size.
+using ValidationData = std::variant<std::pair<Tensor, Tensor>, data::Pipeline>;
+
 struct FitOptions {
   std::int64_t batch_size = 32;  // the last batch of an epoch may be smaller (as Keras)
   int epochs = 1;
   Verbosity verbose = Verbosity::automatic;
-  double validation_split = 0.0;  // the last fraction of x/y, taken before shuffling (as Keras)
-  // (x_val, y_val), evaluated at the end of every epoch; takes precedence over validation_split
-  // (as Keras).
-  std::optional<std::pair<Tensor, Tensor>> validation_data;
+  // The last fraction of x/y (of a Pipeline's dataset, keeping its steps), taken before
+  // shuffling (as Keras).
+  double validation_split = 0.0;
+  // (x_val, y_val) or a Pipeline, evaluated at the end of every epoch; takes precedence over
+  // validation_split (as Keras).
+  std::optional<ValidationData> validation_data;
   bool shuffle = true;
   std::optional<std::uint64_t> seed;  // shuffling seed; default: drawn from default_generator()
 };

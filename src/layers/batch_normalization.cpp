@@ -1,0 +1,160 @@
+// BatchNormalization: x (..., C) in the compute dtype; gamma, beta, moving_mean, moving_variance
+// (C,) in the variable dtype, handed to the op in float32 (float64 under a float64 policy).
+#include "mixprec/layers/batch_normalization.h"
+
+#include <string>
+
+#include "mixprec/autograd.h"
+#include "mixprec/creation.h"
+#include "mixprec/error.h"
+#include "mixprec/nn_ops.h"
+#include "mixprec/ops.h"
+
+namespace mixprec::layers {
+
+namespace {
+
+class BatchNormalizationImpl final : public LayerImpl {
+ public:
+  explicit BatchNormalizationImpl(const BatchNormalizationOptions& o)
+      : LayerImpl("BatchNormalization", {o.dtype, o.name, o.trainable}), o_(o) {
+    if (!(o.momentum >= 0.0 && o.momentum <= 1.0)) {
+      throw ValueError(name() + ": BatchNormalization momentum must be in [0, 1], got " +
+                       std::to_string(o.momentum) + " (Keras momentum = 1 - PyTorch momentum)");
+    }
+    if (!(o.epsilon > 0.0)) {
+      throw ValueError(name() + ": BatchNormalization epsilon must be positive, got " +
+                       std::to_string(o.epsilon));
+    }
+  }
+
+  void validate(const std::vector<PartialShape>& shapes) const override {
+    const PartialShape& s = shapes[0];
+    const int rank = static_cast<int>(s.size());
+    if (rank < 2) {
+      throw ShapeError(name() + ": BatchNormalization expects an input (batch, ..., channels), " +
+                       "got shape " + partial_shape_to_string(s));
+    }
+    if (o_.axis != -1 && o_.axis != rank - 1) {
+      throw ValueError(name() +
+                       ": BatchNormalization normalises over the last axis only (axis "
+                       "= -1 or " +
+                       std::to_string(rank - 1) + " here), got axis = " + std::to_string(o_.axis) +
+                       "; keep the data channels-last (NHWC)");
+    }
+    if (s.back() < 0) {
+      throw ShapeError(name() + ": BatchNormalization needs a known channel axis (last), got " +
+                       "shape " + partial_shape_to_string(s));
+    }
+    if (moving_mean_.defined() && s.back() != moving_mean_.dim(0)) {
+      throw ShapeError(name() + ": expected an input with " + std::to_string(moving_mean_.dim(0)) +
+                       " channels (last axis), got shape " + partial_shape_to_string(s) +
+                       "; the layer was built on its first call, so feed it the same channel "
+                       "count or use a new layer");
+    }
+  }
+
+  void build(const std::vector<PartialShape>& shapes) override {
+    const Shape c{shapes[0].back()};
+    if (o_.scale) gamma_ = add_weight("gamma", c, o_.gamma_initializer);
+    if (o_.center) beta_ = add_weight("beta", c, o_.beta_initializer);
+    moving_mean_ = add_weight("moving_mean", c, o_.moving_mean_initializer, Trainable::no);
+    moving_variance_ =
+        add_weight("moving_variance", c, o_.moving_variance_initializer, Trainable::no);
+  }
+
+  std::vector<PartialShape> compute_output_shape(
+      const std::vector<PartialShape>& shapes) const override {
+    return {shapes[0]};
+  }
+
+  std::vector<TensorSpec> compute_output_spec(
+      const std::vector<TensorSpec>& inputs) const override {
+    check_floating(inputs[0].dtype);
+    return LayerImpl::compute_output_spec(inputs);
+  }
+
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions& options) override {
+    const Tensor& x = inputs[0];  // (..., C) in the compute dtype
+    check_floating(x.dtype());
+    // The float32 island: parameters and statistics go to the op in float32 whatever the compute
+    // dtype (a no-op under mixed policies, where the variables are float32 already).
+    const DType param = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
+    const Shape c{x.dim(-1)};
+    const Tensor gamma = o_.scale ? gamma_.to(param) : ones(c, {.dtype = param});
+    const Tensor beta = o_.center ? beta_.to(param) : zeros(c, {.dtype = param});
+    if (!(options.training && trainable())) {
+      return {batch_norm_inference(x, gamma, beta, moving_mean_.to(param),
+                                   moving_variance_.to(param), o_.epsilon)};
+    }
+    BatchNormOutput out = batch_norm_training(x, gamma, beta, o_.epsilon);
+    update_moving_statistics(out, x.numel() / x.dim(-1), param);
+    return {out.y};
+  }
+
+  // moving = moving * momentum + batch * (1 - momentum), with the unbiased batch variance
+  // (n / (n - 1); n = values per channel; n = 1 keeps the biased one, which is then 0).
+  void update_moving_statistics(const BatchNormOutput& out, std::int64_t n, DType param) {
+    NoGradScope no_grad;
+    const double m = o_.momentum;
+    const double bessel = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
+    moving_mean_.assign(moving_mean_.to(param) * m + out.mean.detach().to(param) * (1.0 - m));
+    moving_variance_.assign(moving_variance_.to(param) * m +
+                            out.variance.detach().to(param) * (bessel * (1.0 - m)));
+  }
+
+  void check_floating(DType dtype) const {
+    if (!is_floating(dtype)) {
+      throw DTypeError(name() + ": BatchNormalization needs a floating input, got " +
+                       std::string(dtype_name(dtype)) +
+                       "; convert it first, e.g. x.to(mp::kFloat32)");
+    }
+  }
+
+  BatchNormalizationOptions o_;
+  Tensor gamma_, beta_, moving_mean_, moving_variance_;
+};
+
+const BatchNormalizationImpl& bn_impl(const Layer& layer) {
+  return static_cast<const BatchNormalizationImpl&>(layer.impl());
+}
+
+Tensor built_variable(const BatchNormalizationImpl& b, const Tensor& v, const char* what) {
+  if (!b.built()) {
+    throw ValueError(b.name() + ": " + what +
+                     " does not exist until the layer is built; call the layer on an input (or on "
+                     "mp::Input) first");
+  }
+  return v;
+}
+
+}  // namespace
+
+BatchNormalization::BatchNormalization(BatchNormalizationOptions options)
+    : Layer(std::make_shared<BatchNormalizationImpl>(options)) {}
+
+BatchNormalization::BatchNormalization(const Layer& layer) : Layer(layer) {
+  if (dynamic_cast<BatchNormalizationImpl*>(&impl()) == nullptr) {
+    throw ValueError("BatchNormalization: layer '" + layer.name() + "' is a " + layer.class_name() +
+                     ", not a BatchNormalization");
+  }
+}
+
+double BatchNormalization::momentum() const { return bn_impl(*this).o_.momentum; }
+double BatchNormalization::epsilon() const { return bn_impl(*this).o_.epsilon; }
+bool BatchNormalization::center() const { return bn_impl(*this).o_.center; }
+bool BatchNormalization::scale() const { return bn_impl(*this).o_.scale; }
+Tensor BatchNormalization::gamma() const {
+  return built_variable(bn_impl(*this), bn_impl(*this).gamma_, "gamma");
+}
+Tensor BatchNormalization::beta() const {
+  return built_variable(bn_impl(*this), bn_impl(*this).beta_, "beta");
+}
+Tensor BatchNormalization::moving_mean() const {
+  return built_variable(bn_impl(*this), bn_impl(*this).moving_mean_, "moving_mean");
+}
+Tensor BatchNormalization::moving_variance() const {
+  return built_variable(bn_impl(*this), bn_impl(*this).moving_variance_, "moving_variance");
+}
+
+}  // namespace mixprec::layers

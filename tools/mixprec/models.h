@@ -1,0 +1,56 @@
+// The models the command line builds (--model), their device- and data-dependent defaults, and
+// building one from the public model zoo (mixprec/applications.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "mixprec/mixprec.h"
+#include "options.h"
+
+namespace mixprec::cli {
+
+enum class ModelKind { mlp, cnn, efficientnet, resnet50 };
+
+struct ModelChoice {
+  ModelKind kind = ModelKind::mlp;
+  int variant = 0;   // efficientnet-b<variant>
+  std::string name;  // as typed: "efficientnet-b0"
+  // Every model but the mlp takes images (N, S, S, C).
+  bool takes_images() const { return kind != ModelKind::mlp; }
+};
+
+// "mlp, cnn, efficientnet-b0 .. efficientnet-b7, resnet50"
+std::string model_names();
+// A UsageError listing the valid names for any other.
+ModelChoice parse_model(const std::string& name);
+
+// --input-size defaults (square images, side S):
+//   cnn: the data set's image side (28 for Fashion-MNIST, 32 for CIFAR), so nothing is resized;
+//   efficientnet-b*, resnet50: 224 on a GPU (seed 002); 32 on the CPU, where 224x224 training
+//     takes hours per epoch: 32 is CIFAR's native size and the smallest these networks take.
+std::int64_t default_input_size(const ModelChoice& model, const ResolvedDevice& device,
+                                std::int64_t data_side);
+// The smallest --input-size a model takes: 4 for cnn (two 2x2 poolings), 32 for the ImageNet
+// networks (five stride-2 stages).
+std::int64_t min_input_size(const ModelChoice& model);
+// --batch-size defaults: the mlp's device defaults (options.h); 256 for cnn (its 5-epoch Adam
+// recipe); 128 for efficientnet/resnet (seed 002's float32 batch).
+std::int64_t default_batch_size(const ModelChoice& model, const ResolvedDevice& device);
+// --optimizer default: rmsprop for mlp (seed 001), adam for the CNNs (seed 002).
+std::string default_optimizer(const ModelChoice& model);
+
+// What one model instance takes and predicts.
+struct ModelShape {
+  std::int64_t input_size = 0;  // image side (CNNs)
+  std::int64_t channels = 0;    // image channels (CNNs)
+  std::int64_t features = 0;    // input features (mlp)
+  std::int64_t classes = 0;
+  std::int64_t units = 0;  // mlp
+  int hidden_layers = 0;   // mlp
+};
+
+// Builds the model under the global policy (the caller sets it and the seed).
+Model build_model(const ModelChoice& model, const ModelShape& shape);
+
+}  // namespace mixprec::cli
