@@ -13,6 +13,7 @@
 #include "core/tensor_impl.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
+#include "ops/matmul_views.h"
 
 namespace mixprec {
 
@@ -31,15 +32,7 @@ Shape batch_shape(const Shape& shape) {
   return Shape(std::vector<std::int64_t>(shape.begin(), shape.end() - 2));
 }
 
-// x viewed with leading extent-1 axes up to `rank` (no copy, no autograd).
-Tensor pad_rank(const Tensor& x, int rank) {
-  if (x.rank() == rank) return x;
-  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank - x.rank()), 1);
-  std::vector<std::int64_t> strides(dims.size(), x.numel());
-  dims.insert(dims.end(), x.shape().begin(), x.shape().end());
-  strides.insert(strides.end(), x.strides().begin(), x.strides().end());
-  return core::make_view(x, Shape(dims), strides, x.offset());
-}
+using ops::pad_rank;
 
 // x (B..., M, K) viewed as (B*...*M, K) when its batch and row axes merge without a copy;
 // undefined otherwise.

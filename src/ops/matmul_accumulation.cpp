@@ -25,6 +25,7 @@
 #include "core/tensor_impl.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
+#include "ops/matmul_views.h"
 
 namespace mixprec {
 
@@ -219,15 +220,7 @@ struct MatmulAccumulationBackward final : autograd::Node {
 // operand was broadcast along are summed by sum_to (float32 accumulation, rounded once), not in
 // the running 16-bit sum of the CPU reference.
 
-// x viewed with leading extent-1 axes up to `rank` (no copy, no autograd).
-Tensor pad_rank(const Tensor& x, int rank) {
-  if (x.rank() == rank) return x;
-  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank - x.rank()), 1);
-  std::vector<std::int64_t> strides(dims.size(), x.numel());
-  dims.insert(dims.end(), x.shape().begin(), x.shape().end());
-  strides.insert(strides.end(), x.strides().begin(), x.strides().end());
-  return core::make_view(x, Shape(dims), strides, x.offset());
-}
+using ops::pad_rank;
 
 Tensor cuda_accumulate16(const Tensor& l, Transpose tl, const Tensor& r, Transpose tr) {
   const int rank = std::max(l.rank(), r.rank());

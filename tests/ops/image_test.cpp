@@ -12,6 +12,7 @@
 #include "mixprec/nn_ops.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
+#include "support/op_test_helpers.h"
 
 namespace mixprec {
 namespace {
@@ -20,12 +21,8 @@ using testing::all_close;
 using testing::check_low_precision;
 using testing::expect_error;
 using testing::gradcheck;
+using testing::normal;
 using testing::Tolerance;
-
-Tensor normal(const Shape& shape, std::uint64_t seed, DType dtype = DType::float32) {
-  Generator gen(seed);
-  return random_normal(shape, 0.0, 1.0, {.dtype = dtype}, gen);
-}
 
 Tensor as_tensor(const std::vector<double>& values, const Shape& shape) {
   return from_vector(values, shape, {.dtype = DType::float64});

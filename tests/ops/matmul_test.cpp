@@ -13,10 +13,12 @@
 #include "backend/cpu/dnnl_context.h"
 #include "backend/cpu/matmul_reference.h"
 #include "support/gradcheck.h"
+#include "support/op_test_helpers.h"
 
 namespace mixprec {
 namespace {
 
+using testing::Bf16PathGuard;
 using testing::check_low_precision;
 using testing::gradcheck;
 
@@ -80,16 +82,6 @@ double unit_roundoff(DType dtype) {
   }
   return ::testing::AssertionSuccess();
 }
-
-// Restores the bf16 path on scope exit.
-class Bf16PathGuard {
- public:
-  explicit Bf16PathGuard(cpu::Bf16Path path) : previous_(cpu::set_bf16_path(path)) {}
-  ~Bf16PathGuard() { cpu::set_bf16_path(previous_); }
-
- private:
-  cpu::Bf16Path previous_;
-};
 
 const std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> kShapes = {
     {1, 1, 1}, {7, 13, 5}, {1, 9, 1}, {5, 1, 3}, {64, 128, 32}, {33, 65, 17}, {32, 784, 10}};

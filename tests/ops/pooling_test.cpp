@@ -12,28 +12,17 @@
 #include "backend/cpu/dnnl_context.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
+#include "support/op_test_helpers.h"
 
 namespace mixprec {
 namespace {
 
 using testing::all_close;
+using testing::Bf16PathGuard;
 using testing::check_low_precision;
 using testing::expect_error;
 using testing::gradcheck;
-
-Tensor normal(const Shape& shape, std::uint64_t seed, DType dtype = DType::float32) {
-  Generator gen(seed);
-  return random_normal(shape, 0.0, 1.0, {.dtype = dtype}, gen);
-}
-
-class Bf16PathGuard {
- public:
-  explicit Bf16PathGuard(cpu::Bf16Path path) : previous_(cpu::set_bf16_path(path)) {}
-  ~Bf16PathGuard() { cpu::set_bf16_path(previous_); }
-
- private:
-  cpu::Bf16Path previous_;
-};
+using testing::normal;
 
 enum class Kind { max, avg };
 
