@@ -309,6 +309,9 @@ Model::Model(const std::vector<KerasTensor>& inputs, const std::vector<KerasTens
              ModelOptions options)
     : Model(std::make_shared<models::ModelImpl>("Functional", options, "model")) {
   model_impl().set_graph(inputs, outputs);
+  // A model made frozen freezes its layers, as set_trainable(false) does (a BatchNormalization
+  // inside then stays in inference mode).
+  if (!options.trainable) model_impl().set_trainable(false);
 }
 
 Model::Model(const KerasTensor& inputs, const KerasTensor& outputs, ModelOptions options)

@@ -215,6 +215,17 @@ TEST(ModelTest, FreezingTheModelFreezesEveryLayer) {
   EXPECT_EQ(g.model.count_params(), 3 * 2 + 2 + 2 + 1);
 }
 
+TEST(ModelTest, AModelBuiltFrozenFreezesItsLayers) {
+  const KerasTensor in = Input({3});
+  layers::Dense dense(2);
+  const Model frozen(in, dense(in), {.trainable = false});
+  EXPECT_FALSE(frozen.trainable());
+  EXPECT_FALSE(dense.trainable());
+  EXPECT_TRUE(frozen.trainable_variables().empty());
+  EXPECT_EQ(frozen.non_trainable_variables().size(), 2u);
+  EXPECT_FALSE(dense.kernel().requires_grad());
+}
+
 TEST(ModelTest, WeightsRoundTripRestoresTheInitialModel) {
   set_seed(3);
   const KerasTensor in = Input({6});
