@@ -1,7 +1,12 @@
 #include "backend/cpu/optimizer_kernels.h"
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -136,12 +141,70 @@ double sum_of_squares(const float* x, std::int64_t n) {
   return total;
 }
 
+namespace {
+#if defined(__x86_64__) && defined(__GNUC__)
+// float32 -> float32 unscaling of a block with AVX2: the same arithmetic as the generic loop
+// (float(double(g) * inverse)), with streaming stores. The unscaled gradients are read again only
+// by the optimizer update, after every layer's gradient has been unscaled (tens of MB later), so
+// writing around the cache saves reading each destination line first: a third of the traffic.
+// Returns whether a non-finite value was seen. `out` must be 32-byte aligned.
+__attribute__((target("avx2"))) bool unscale_block_avx2(const float* in, float* out, std::int64_t n,
+                                                        double inverse) {
+  const __m256d k = _mm256_set1_pd(inverse);
+  const __m256i exponent = _mm256_set1_epi32(0x7f800000);
+  __m256i bad = _mm256_setzero_si256();
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(in + i);
+    const __m128 lo = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(g)), k));
+    const __m128 hi =
+        _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(g, 1)), k));
+    const __m256 v = _mm256_set_m128(hi, lo);
+    _mm256_stream_ps(out + i, v);
+    const __m256i e = _mm256_and_si256(_mm256_castps_si256(v), exponent);
+    bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(e, exponent));
+  }
+  bool non_finite = !_mm256_testz_si256(bad, bad);
+  for (; i < n; ++i) {
+    out[i] = static_cast<float>(static_cast<double>(in[i]) * inverse);
+    non_finite = non_finite || !std::isfinite(out[i]);
+  }
+  _mm_sfence();
+  return non_finite;
+}
+
+bool has_avx2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has;
+}
+#endif
+}  // namespace
+
 bool unscale_and_check(const Tensor& grad, double scale, Tensor& out) {
   const Tensor src = grad.detach().contiguous();
   const std::int64_t n = src.numel();
   float* o = out.data<float>();
   const double inverse = 1.0 / scale;
   bool non_finite = false;
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (src.dtype() == DType::float32 && has_avx2() &&
+      reinterpret_cast<std::uintptr_t>(o) % 32 == 0) {
+    const float* in = src.data<float>();
+    constexpr std::int64_t kBlock = 1 << 14;  // a multiple of 8: every block stays 32-byte aligned
+    const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) reduction(|| : non_finite) if (n >= kParallelThreshold)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int64_t start = b * kBlock;
+      non_finite =
+          unscale_block_avx2(in + start, o + start, std::min(kBlock, n - start), inverse) ||
+          non_finite;
+    }
+    return !non_finite;
+  }
+#endif
   core::dispatch_floating(src.dtype(), "unscale_and_check", [&]<typename T>() {
     using C = core::compute_t<T>;
     const T* in = static_cast<const T*>(src.data_ptr());
