@@ -72,15 +72,6 @@ Tensor predict_pipeline(Model& model, const data::Pipeline& data, const PredictO
 
 }  // namespace
 
-namespace models {
-
-Scores evaluate_dataset(const Model& model, TrainingState& state, const data::Dataset& data,
-                        std::int64_t batch_size, Verbosity verbose) {
-  return evaluate_pipeline(model, state, data::Pipeline(data), batch_size, verbose);
-}
-
-}  // namespace models
-
 Scores Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options) {
   models::TrainingState& state = models::require_compiled(*this, "evaluate");
   check_batch_size(*this, "evaluate", options.batch_size);

@@ -171,11 +171,15 @@ Device model_device(const Model& model) {
 void train_step(const Model& model, TrainingState& state, const Tensor& x_batch,
                 const Tensor& y_batch, std::optional<std::vector<Tensor>>& variables,
                 StepPosition position) {
-  const Device device = model_device(model);
+  // After the first step, the device comes from the variable list fit() keeps (no walk over
+  // the layers every step).
+  const Device device =
+      variables && !variables->empty() ? variables->front().device() : model_device(model);
   const Tensor x = x_batch.to(device), y = y_batch.to(device);
   const Tensor y_pred = model(x, CallOptions{.training = true});
   if (!state.outputs_checked) check_output_dtypes(model, state);
-  // Frozen layers are not in this list, so no gradient is computed for them.
+  // Frozen layers are not in this list, so no gradient is computed for them. Listed after the
+  // first call, which builds an unbuilt Sequential.
   if (!variables) variables = model.trainable_variables();
   const Tensor loss = batch_loss(state, y, y_pred);
 

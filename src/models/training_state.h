@@ -97,11 +97,6 @@ void reset_metrics(TrainingState& state);
 // "loss" then each metric, in compile order.
 std::vector<std::pair<std::string, double>> metric_results(const TrainingState& state);
 
-// Keras evaluate() on a dataset with targets: resets the metrics, runs every batch under
-// NoGradScope with training = false, and returns the loss and metrics.
-Scores evaluate_dataset(const Model& model, TrainingState& state, const data::Dataset& data,
-                        std::int64_t batch_size, Verbosity verbose);
-
 // The stuck-scale error's diagnosis on the offending batch: runs the model layer by layer and
 // names the first layer whose output has Inf/NaN; when every output is finite, the place where
 // the backward pass first turns non-finite (the loss, or a layer and its variable). Returns the

@@ -47,7 +47,10 @@ TimedSteps time_steps(Model& model, const BenchOptions& options, const std::stri
                       const Tensor& x, const Tensor& y) {
   model.compile({.optimizer = make_optimizer(optimizer, options.train.learning_rate),
                  .loss = std::string("sparse_categorical_crossentropy")});
-  reset_peak_memory_stats(Device::cpu());
+  // Memory where the model lives (a GPU's memory for a model on one, not the host's).
+  const std::vector<Tensor> variables = model.variables();
+  const Device device = variables.empty() ? Device::cpu() : variables.front().device();
+  reset_peak_memory_stats(device);
   for (int i = 0; i < options.warmup; ++i) model.train_on_batch(x, y);
   TimedSteps out;
   for (int i = 0; i < options.steps; ++i) {
@@ -57,7 +60,7 @@ TimedSteps time_steps(Model& model, const BenchOptions& options, const std::stri
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
   }
-  out.peak_memory_bytes = memory_stats(Device::cpu()).peak_bytes;
+  out.peak_memory_bytes = memory_stats(device).peak_bytes;
   if (const auto scaler = mixed_precision::as_loss_scale_optimizer(model.optimizer())) {
     out.skipped_steps = scaler->skipped_steps();
   }
