@@ -1,7 +1,8 @@
 // cast / Tensor::to(dtype): differentiable between floating dtypes (the gradient is cast back to
 // the input dtype, so a float32 master variable receives a float32 gradient).
-#include "autograd/node.h"
 #include "backend/cpu/cast.h"
+
+#include "autograd/node.h"
 #include "backend/cuda/cast.h"
 #include "backend/cuda/transfer.h"
 #include "core/dispatch.h"

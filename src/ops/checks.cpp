@@ -18,15 +18,17 @@ void check_same_dtype_device(const char* op, const Tensor& a, const Tensor& b) {
                      describe(b) + "; cast one operand with .to(dtype)");
   }
   if (!(a.device() == b.device())) {
-    throw DeviceError(std::string(op) + ": operands on different devices (" + a.device().to_string() +
-                      " and " + b.device().to_string() + "); move one with .to(device)");
+    throw DeviceError(std::string(op) + ": operands on different devices (" +
+                      a.device().to_string() + " and " + b.device().to_string() +
+                      "); move one with .to(device)");
   }
 }
 
 void check_floating(const char* op, const Tensor& t) {
   check_defined(op, t);
   if (!is_floating(t.dtype())) {
-    throw DTypeError(std::string(op) + " does not support dtype " + std::string(dtype_name(t.dtype())) +
+    throw DTypeError(std::string(op) + " does not support dtype " +
+                     std::string(dtype_name(t.dtype())) +
                      "; supported: float32, float16, bfloat16, float64");
   }
 }

@@ -36,11 +36,21 @@ struct WhereBackward final : autograd::Node {
 
 }  // namespace
 
-Tensor equal(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::equal, "equal", a, b); }
-Tensor not_equal(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::not_equal, "not_equal", a, b); }
-Tensor less(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::less, "less", a, b); }
-Tensor less_equal(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::less_equal, "less_equal", a, b); }
-Tensor greater(const Tensor& a, const Tensor& b) { return compare_op(cpu::CompareOp::greater, "greater", a, b); }
+Tensor equal(const Tensor& a, const Tensor& b) {
+  return compare_op(cpu::CompareOp::equal, "equal", a, b);
+}
+Tensor not_equal(const Tensor& a, const Tensor& b) {
+  return compare_op(cpu::CompareOp::not_equal, "not_equal", a, b);
+}
+Tensor less(const Tensor& a, const Tensor& b) {
+  return compare_op(cpu::CompareOp::less, "less", a, b);
+}
+Tensor less_equal(const Tensor& a, const Tensor& b) {
+  return compare_op(cpu::CompareOp::less_equal, "less_equal", a, b);
+}
+Tensor greater(const Tensor& a, const Tensor& b) {
+  return compare_op(cpu::CompareOp::greater, "greater", a, b);
+}
 Tensor greater_equal(const Tensor& a, const Tensor& b) {
   return compare_op(cpu::CompareOp::greater_equal, "greater_equal", a, b);
 }

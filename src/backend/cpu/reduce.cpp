@@ -6,6 +6,7 @@
 
 #include "backend/cpu/elementwise.h"
 #include "core/dispatch.h"
+#include "core/reduce_split.h"
 #include "core/tensor_impl.h"
 
 namespace mixprec::cpu {
@@ -91,18 +92,11 @@ void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t c
 }  // namespace
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis, double scale) {
-  const int rank = x.rank();
-  std::vector<std::int64_t> out_dims(static_cast<std::size_t>(rank));
-  std::vector<int> kept, reduced;
-  for (int i = 0; i < rank; ++i) {
-    const bool r = reduce_axis[static_cast<std::size_t>(i)];
-    out_dims[static_cast<std::size_t>(i)] = r ? 1 : x.shape()[i];
-    (r ? reduced : kept).push_back(i);
-  }
-  Tensor out = core::make_tensor(Shape(out_dims), x.dtype(), x.device());
-  std::int64_t kept_n = 1, reduced_n = 1;
-  for (int i : kept) kept_n *= x.shape()[i];
-  for (int i : reduced) reduced_n *= x.shape()[i];
+  const core::ReduceSplit split = core::split_reduce_axes(x.shape(), reduce_axis);
+  const std::vector<int>& kept = split.kept;
+  const std::vector<int>& reduced = split.reduced;
+  const std::int64_t kept_n = split.kept_n, reduced_n = split.reduced_n;
+  Tensor out = core::make_tensor(Shape(split.out_dims), x.dtype(), x.device());
 
   // Reduced axes leading (in order) -> column accumulation; otherwise move them last -> rows. A
   // full reduction (one output) is one row: its chunks run through the vectorised row loop.

@@ -5,23 +5,17 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/kernels/launch.h"
+#include "core/reduce_split.h"
 #include "core/tensor_impl.h"
 
 namespace mixprec::cuda {
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis, double scale) {
-  const int rank = x.rank();
-  std::vector<std::int64_t> out_dims(static_cast<std::size_t>(rank));
-  std::vector<int> kept, reduced;
-  for (int i = 0; i < rank; ++i) {
-    const bool r = reduce_axis[static_cast<std::size_t>(i)];
-    out_dims[static_cast<std::size_t>(i)] = r ? 1 : x.shape()[i];
-    (r ? reduced : kept).push_back(i);
-  }
-  Tensor out = core::make_tensor(Shape(out_dims), x.dtype(), x.device());
-  std::int64_t kept_n = 1, reduced_n = 1;
-  for (int i : kept) kept_n *= x.shape()[i];
-  for (int i : reduced) reduced_n *= x.shape()[i];
+  const core::ReduceSplit split = core::split_reduce_axes(x.shape(), reduce_axis);
+  const std::vector<int>& kept = split.kept;
+  const std::vector<int>& reduced = split.reduced;
+  const std::int64_t kept_n = split.kept_n, reduced_n = split.reduced_n;
+  Tensor out = core::make_tensor(Shape(split.out_dims), x.dtype(), x.device());
   if (out.numel() == 0) return out;
   const kernels::Reduce kop = op == ReduceOp::sum ? kernels::Reduce::sum : kernels::Reduce::max;
   if (reduced_n == 0) {
