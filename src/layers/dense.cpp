@@ -6,6 +6,7 @@
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
+#include "ops/dense_op.h"
 
 namespace mixprec::layers {
 
@@ -73,14 +74,19 @@ class DenseImpl final : public LayerImpl {
     check_floating(x.dtype());
     // DESIGN §2.4: with the switch off, a 16-bit matmul rounds its partial sums to the compute
     // dtype (the slow reference path on the CPU); otherwise partial sums are float32, and the
-    // float32 master kernel is read in the compute dtype inside the product (autocast_matmul:
-    // the same values as matmul(x, read(kernel_)) with less memory traffic).
-    Tensor y =
-        accumulation_dtype() == x.dtype() && is_16bit_float(x.dtype())
-            ? matmul(x, read(kernel_), Transpose::no, Transpose::no, Accumulation::compute_dtype)
-            : autocast_matmul(x, kernel_);
-    if (use_bias_) y = y + read(bias_);  // (units,) broadcast over (..., units)
-    return {apply_activation(activation_, y)};
+    // float32 master kernel and bias are read in the compute dtype inside the op (dense_forward:
+    // the same values as matmul(x, read(kernel_)) + read(bias_) with less memory traffic, and on
+    // CUDA the bias and relu/gelu as cuBLASLt epilogues of the product).
+    const Accumulation accumulation = accumulation_dtype() == x.dtype() && is_16bit_float(x.dtype())
+                                          ? Accumulation::compute_dtype
+                                          : Accumulation::float32;
+    const Tensor bias = use_bias_ ? bias_ : Tensor();
+    if (const auto fused = dense_activation_from_name(activation_)) {
+      return {dense_forward(x, kernel_, bias, *fused, accumulation)};
+    }
+    // Activations the op does not fuse (sigmoid, softmax, ...) apply to its linear result.
+    return {apply_activation(
+        activation_, dense_forward(x, kernel_, bias, DenseActivation::linear, accumulation))};
   }
 
   void check_floating(DType dtype) const {

@@ -58,7 +58,9 @@ UnscaledGradients LossScale::unscale_and_check(const std::vector<Tensor>& grads)
     }
     if (!g.device().is_cpu()) {
       throw DeviceError("LossScaleOptimizer: gradient " + std::to_string(i) + " is on " +
-                        g.device().to_string() + "; this build unscales CPU tensors only");
+                        g.device().to_string() +
+                        " but the first gradient is on the CPU; keep every gradient on the "
+                        "variables' device");
     }
     Tensor out = core::make_tensor(g.shape(), DType::float32, g.device());
     // Every gradient is unscaled even after a non-finite one: the caller gets all of them back.
@@ -70,26 +72,11 @@ UnscaledGradients LossScale::unscale_and_check(const std::vector<Tensor>& grads)
 }
 
 void LossScale::update(StepOutcome outcome) {
-  if (outcome == StepOutcome::non_finite) {
-    ++state_.skipped;
-    ++state_.consecutive_skipped;
-    state_.last_skipped = true;
-    if (dynamic_) {
-      state_.scale = std::max(state_.scale / 2.0, 1.0);
-      state_.counter = 0;
-    }
-    return;
-  }
-  state_.consecutive_skipped = 0;
-  state_.last_skipped = false;
-  if (!dynamic_) return;
-  if (++state_.counter >= growth_steps_) {
-    // Doubling a double overflows only past DBL_MAX; the scale then stays where it is (a float32
-    // loss times such a scale is Inf anyway, and the next steps will halve it).
-    const double grown = state_.scale * 2.0;
-    if (std::isfinite(grown)) state_.scale = grown;
-    state_.counter = 0;
-  }
+  // A double scale doubles to Inf only past DBL_MAX; it then stays where it is (a float32 loss
+  // times such a scale is Inf anyway, and the next steps will halve it).
+  cuda::apply_loss_scale_rule(outcome == StepOutcome::non_finite, mode(), growth_steps_,
+                              state_.scale, state_.counter, state_.skipped,
+                              state_.consecutive_skipped, state_.last_skipped);
 }
 
 void LossScale::set_state(const LossScaleState& state) {
@@ -101,6 +88,27 @@ void LossScale::set_state(const LossScaleState& state) {
                      ", consecutive skipped " + std::to_string(state.consecutive_skipped) + ")");
   }
   state_ = state;
+}
+
+cuda::DeviceLossScale to_device_state(const LossScaleState& state) {
+  // The largest power of two a float holds: a float32 scaled loss past it is Inf anyway.
+  constexpr double kMaxFloatScale = 0x1p127;
+  cuda::DeviceLossScale d;
+  d.scale = static_cast<float>(std::min(state.scale, kMaxFloatScale));
+  d.found_inf = 0;
+  d.counter = state.counter;
+  d.skipped = state.skipped;
+  d.consecutive_skipped = state.consecutive_skipped;
+  d.last_skipped = state.last_skipped ? 1 : 0;
+  return d;
+}
+
+LossScaleState from_device_state(const cuda::DeviceLossScale& state) {
+  return {.scale = static_cast<double>(state.scale),
+          .counter = state.counter,
+          .skipped = state.skipped,
+          .consecutive_skipped = state.consecutive_skipped,
+          .last_skipped = state.last_skipped != 0};
 }
 
 }  // namespace mixprec::mixed_precision::detail

@@ -1,10 +1,13 @@
 // The loss-scale state machine of DESIGN §2.5 (§7.5: a small interface, its state is data):
-// scale(), unscale_and_check() and update(). LossScaleOptimizer owns one.
+// scale(), unscale_and_check() and update(). LossScaleOptimizer owns one. The rule of update() is
+// cuda::apply_loss_scale_rule, shared with the device-side state of CUDA training
+// (backend/cuda/optimizers.h), so both follow one definition.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/optimizers.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/tensor.h"
 
@@ -32,6 +35,9 @@ class LossScale {
 
   double scale() const { return state_.scale; }
   bool dynamic() const { return dynamic_; }
+  cuda::LossScaleMode mode() const {
+    return dynamic_ ? cuda::LossScaleMode::dynamic : cuda::LossScaleMode::fixed;
+  }
   std::int64_t growth_steps() const { return growth_steps_; }
 
   // Each gradient divided by scale() into a new float32 tensor, checked for Inf/NaN in the same
@@ -50,5 +56,10 @@ class LossScale {
   std::int64_t growth_steps_;
   LossScaleState state_;
 };
+
+// The host state as the device keeps it (float scale, a scale past 2^127 clamped to 2^127;
+// found_inf clear) and back.
+cuda::DeviceLossScale to_device_state(const LossScaleState& state);
+LossScaleState from_device_state(const cuda::DeviceLossScale& state);
 
 }  // namespace mixprec::mixed_precision::detail

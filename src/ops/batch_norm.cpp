@@ -1,5 +1,6 @@
 // batch_norm_training / batch_norm_inference: argument checks, dispatch to the CPU kernels in
-// backend/cpu/batch_norm.h, and the autograd node (one backward kernel for both modes).
+// backend/cpu/batch_norm.h or the CUDA kernels in backend/cuda/batch_norm.h by x's device, and the
+// autograd node (one backward kernel for both modes).
 #include "backend/cpu/batch_norm.h"
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "backend/cuda/batch_norm.h"
 #include "mixprec/nn_ops.h"
 #include "ops/checks.h"
 
@@ -24,6 +26,15 @@ struct BatchNormBackward final : autograd::Node {
   DType beta_dtype = DType::float32;
 
   std::vector<Tensor> backward(const Tensor& g) override {
+    if (x.device().is_cuda()) {
+      ops::check_same_device(name().c_str(), g, x);
+      const auto grads = cuda::batch_norm_backward(
+          g.dtype() == x.dtype() ? g.detach() : cast(g, x.dtype()).detach(), x, gamma, mean,
+          variance, epsilon,
+          stats == BatchNormStats::batch ? cuda::BatchNormStatistics::batch
+                                         : cuda::BatchNormStatistics::moving);
+      return {grads.dx, grads.dgamma.to(gamma.dtype()), grads.dbeta.to(beta_dtype)};
+    }
     const auto grads = cpu::batch_norm_backward(g, x, gamma, mean, variance, epsilon, stats);
     // Parameter gradients come back in float32 (float64) and go to the parameters' own dtype.
     return {grads.dx, grads.dgamma.to(gamma.dtype()), grads.dbeta.to(beta_dtype)};
@@ -35,10 +46,9 @@ struct BatchNormBackward final : autograd::Node {
   void release_saved() override { x = gamma = mean = variance = Tensor(); }
 };
 
-// x: floating, CPU, (..., C) with rank >= 2.
+// x: floating, (..., C) with rank >= 2.
 void check_input(const char* op, const Tensor& x) {
   ops::check_floating(op, x);
-  ops::check_cpu(op, x);
   if (x.rank() < 2) {
     throw ShapeError(std::string(op) + ": expected x of rank >= 2 with channels last, e.g. " +
                      "(N, C) or (N, H, W, C), got shape " + x.shape().to_string() +
@@ -53,7 +63,7 @@ void check_channel_tensor(const char* op, const char* what, const Tensor& t, con
     throw ValueError(std::string(op) + ": " + what + " is an undefined tensor; pass a " +
                      Shape{x.dim(-1)}.to_string() + " tensor");
   }
-  ops::check_cpu(op, t);
+  ops::check_same_device(op, t, x);
   const std::int64_t c = x.dim(-1);
   if (t.rank() != 1 || t.dim(0) != c) {
     throw ShapeError(std::string(op) + ": " + what + " must have shape " + Shape{c}.to_string() +
@@ -96,16 +106,22 @@ BatchNormOutput batch_norm_training(const Tensor& x, const Tensor& gamma, const 
                      " has no elements per channel to take batch statistics over; use "
                      "batch_norm_inference or a non-empty batch");
   }
-  auto r = cpu::batch_norm_training(x, gamma, beta, epsilon);
-  BatchNormOutput out{r.y, r.mean, r.variance};
+  BatchNormOutput out;
+  if (x.device().is_cuda()) {
+    auto r = cuda::batch_norm_training(x, gamma, beta, epsilon);
+    out = BatchNormOutput{r.y, r.mean, r.variance};
+  } else {
+    auto r = cpu::batch_norm_training(x, gamma, beta, epsilon);
+    out = BatchNormOutput{r.y, r.mean, r.variance};
+  }
   if (!autograd::needs_record({&x, &gamma, &beta})) return out;
   auto node = std::make_shared<BatchNormBackward>();
   node->stats = BatchNormStats::batch;
   node->x = x.detach();
   node->gamma = gamma.detach();
   // The node's own copies: the caller may update the returned statistics in place.
-  node->mean = autograd::fresh_copy(r.mean);
-  node->variance = autograd::fresh_copy(r.variance);
+  node->mean = autograd::fresh_copy(out.mean);
+  node->variance = autograd::fresh_copy(out.variance);
   node->epsilon = epsilon;
   node->beta_dtype = beta.dtype();
   out.y = autograd::record(out.y, node, {x, gamma, beta});
@@ -122,7 +138,9 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& 
   check_channel_tensor(op, "moving_mean", moving_mean, x);
   check_channel_tensor(op, "moving_variance", moving_variance, x);
   check_epsilon(op, epsilon);
-  Tensor y = cpu::batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, epsilon);
+  Tensor y = x.device().is_cuda()
+                 ? cuda::batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, epsilon)
+                 : cpu::batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, epsilon);
   if (!autograd::needs_record({&x, &gamma, &beta})) return y;
   auto node = std::make_shared<BatchNormBackward>();
   node->stats = BatchNormStats::moving;

@@ -4,12 +4,15 @@
 // (N, OH, OW). A depthwise convolution is a grouped one: the Keras depthwise filters (KH, KW, C, M)
 // are, element for element, grouped HWIO filters (KH, KW, 1, C * M) with groups = C (output
 // channel c * M + m of group c), so depthwise_conv2d reshapes (a view) and shares everything else.
+// CUDA tensors go to cuDNN (cuda/conv.h), depthwise ones to own kernels (cuda/depthwise.h).
 #include "backend/cpu/conv.h"
 
 #include <string>
 
 #include "autograd/node.h"
 #include "backend/cpu/conv_reference.h"
+#include "backend/cuda/conv.h"
+#include "backend/cuda/depthwise.h"
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -23,10 +26,21 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 
 // Which code computes a pass: oneDNN (float32 and 16-bit with float32 accumulation), or the plain
 // loops (float64: the gradient-check dtype; 16-bit with Accumulation::compute_dtype: every partial
-// sum rounded to the 16-bit dtype; and empty operands, which oneDNN need not see).
-enum class Path { dnnl, reference_wide, reference_storage };
+// sum rounded to the 16-bit dtype; and empty operands, which oneDNN need not see). On CUDA: cuDNN,
+// or the depthwise kernels for depthwise_conv2d; both take the accumulation setting themselves.
+enum class Path { dnnl, reference_wide, reference_storage, cuda_cudnn, cuda_depthwise };
 
-Path path_for(DType dtype, Accumulation accumulation, const cpu::ConvGeometry& g) {
+enum class ConvKind { general, depthwise };
+
+Path path_for(const Tensor& x, Accumulation accumulation, const cpu::ConvGeometry& g,
+              ConvKind kind) {
+  if (x.device().is_cuda()) {
+    // A depthwise op with no channels is an empty grouped one (groups = 1): cuDNN's path returns
+    // the empty/zero result without a launch.
+    return kind == ConvKind::depthwise && g.in_channels > 0 ? Path::cuda_depthwise
+                                                            : Path::cuda_cudnn;
+  }
+  const DType dtype = x.dtype();
   const bool empty = g.batch == 0 || g.in_channels == 0 || g.out_channels == 0;
   if (dtype == DType::float64 || empty) return Path::reference_wide;
   if (is_16bit_float(dtype) && accumulation == Accumulation::compute_dtype) {
@@ -41,9 +55,40 @@ cpu::ConvAccumulation reference_accumulation(Path path) {
 }
 
 Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const cpu::ConvGeometry& g,
-               Path path) {
-  if (path == Path::dnnl) return cpu::conv2d_forward(x, w, b, g);
+               Path path, Accumulation accumulation) {
+  switch (path) {
+    case Path::dnnl: return cpu::conv2d_forward(x, w, b, g);
+    case Path::cuda_cudnn: return cuda::conv2d_forward(x, w, b, g, accumulation);
+    case Path::cuda_depthwise: return cuda::depthwise_forward(x, w, b, g, accumulation);
+    case Path::reference_wide:
+    case Path::reference_storage: break;
+  }
   return cpu::conv2d_reference_forward(x, w, b, g, reference_accumulation(path));
+}
+
+Tensor backward_data(const Tensor& g, const Tensor& w, const cpu::ConvGeometry& geometry, Path path,
+                     Accumulation accumulation) {
+  switch (path) {
+    case Path::dnnl: return cpu::conv2d_backward_data(g, w, geometry);
+    case Path::cuda_cudnn: return cuda::conv2d_backward_data(g, w, geometry, accumulation);
+    case Path::cuda_depthwise: return cuda::depthwise_backward_data(g, w, geometry, accumulation);
+    case Path::reference_wide:
+    case Path::reference_storage: break;
+  }
+  return cpu::conv2d_reference_backward_data(g, w, geometry, reference_accumulation(path));
+}
+
+Tensor backward_filters(const Tensor& x, const Tensor& g, const cpu::ConvGeometry& geometry,
+                        Path path, Accumulation accumulation) {
+  switch (path) {
+    case Path::dnnl: return cpu::conv2d_backward_filters(x, g, geometry);
+    case Path::cuda_cudnn: return cuda::conv2d_backward_filters(x, g, geometry, accumulation);
+    case Path::cuda_depthwise:
+      return cuda::depthwise_backward_filters(x, g, geometry, accumulation);
+    case Path::reference_wide:
+    case Path::reference_storage: break;
+  }
+  return cpu::conv2d_reference_backward_filters(x, g, geometry, reference_accumulation(path));
 }
 
 struct Conv2dBackward final : autograd::Node {
@@ -51,22 +96,15 @@ struct Conv2dBackward final : autograd::Node {
   cpu::ConvGeometry geometry;
   DType dtype = DType::float32;
   Path path = Path::dnnl;
+  Accumulation accumulation = Accumulation::float32;
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     const Tensor g = (grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype))
                          .detach()
                          .contiguous();
     Tensor dx, dw, db;
-    if (next[0]) {
-      dx = path == Path::dnnl ? cpu::conv2d_backward_data(g, filters, geometry)
-                              : cpu::conv2d_reference_backward_data(g, filters, geometry,
-                                                                    reference_accumulation(path));
-    }
-    if (next[1]) {
-      dw = path == Path::dnnl ? cpu::conv2d_backward_filters(x, g, geometry)
-                              : cpu::conv2d_reference_backward_filters(
-                                    x, g, geometry, reference_accumulation(path));
-    }
+    if (next[0]) dx = backward_data(g, filters, geometry, path, accumulation);
+    if (next[1]) dw = backward_filters(x, g, geometry, path, accumulation);
     // A reduction: accumulated in float32 (float64 for float64) and rounded once, under either
     // accumulation setting (DESIGN §2.3: reductions accumulate in float32).
     if (next.size() > 2 && next[2]) db = sum(g, {0, 1, 2});
@@ -115,7 +153,6 @@ void check_common(const char* op, const Tensor& x, const Tensor& filters, const 
   ops::check_floating(op, x);
   ops::check_same_dtype_device(op, x, filters);
   if (bias.defined()) ops::check_same_dtype_device(op, x, bias);
-  ops::check_cpu(op, x);
   check_rank4(op, "x", x, "(batch, height, width, channels)",
               "add a batch axis with reshape for a single image");
 }
@@ -123,16 +160,18 @@ void check_common(const char* op, const Tensor& x, const Tensor& filters, const 
 // The forward of both ops on grouped HWIO filters, and its autograd record against the tensors
 // the user passed (`user_filters` may be the depthwise form; `filters` is a view of it).
 Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filters,
-                 const Tensor& bias, const cpu::ConvGeometry& g, Accumulation accumulation) {
-  const Path path = path_for(x.dtype(), accumulation, g);
+                 const Tensor& bias, const cpu::ConvGeometry& g, Accumulation accumulation,
+                 ConvKind kind) {
+  const Path path = path_for(x, accumulation, g, kind);
   const Tensor xc = x.detach().contiguous(), wc = filters.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-  Tensor out = forward(xc, wc, bc, g, path);
+  Tensor out = forward(xc, wc, bc, g, path, accumulation);
   if (!autograd::needs_record({&x, &user_filters, &bias})) return out;
   auto node = std::make_shared<Conv2dBackward>();
   node->geometry = g;
   node->dtype = x.dtype();
   node->path = path;
+  node->accumulation = accumulation;
   if (user_filters.requires_grad()) node->x = xc;
   if (x.requires_grad()) node->filters = wc;
   // The filters' gradient comes back in grouped HWIO form; a reshape node in front of the user's
@@ -168,7 +207,7 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
                      "; use a multiple of groups");
   }
   const cpu::ConvGeometry g = make_geometry(op, x, filters, bias, groups, options);
-  return conv_impl(x, filters, filters, bias, g, options.accumulation);
+  return conv_impl(x, filters, filters, bias, g, options.accumulation, ConvKind::general);
 }
 
 Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
@@ -190,7 +229,7 @@ Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, const Tensor& bi
   const Tensor grouped =
       reshape(filters, Shape{filters.dim(0), filters.dim(1), c > 0 ? 1 : 0, c * m});
   const cpu::ConvGeometry g = make_geometry(op, x, grouped, bias, c > 0 ? c : 1, options);
-  return conv_impl(x, filters, grouped, bias, g, options.accumulation);
+  return conv_impl(x, filters, grouped, bias, g, options.accumulation, ConvKind::depthwise);
 }
 
 }  // namespace mixprec

@@ -1,5 +1,7 @@
 // Spatial ops on NHWC images: zero_pad2d (a row copy, its gradient a slice) and resize_bilinear
-// (kernels in backend/cpu/resize.h).
+// (kernels in backend/cpu/resize.h; for CUDA tensors backend/cuda/image.h).
+#include "backend/cuda/image.h"
+
 #include <cstring>
 #include <string>
 
@@ -15,7 +17,6 @@ namespace {
 
 void check_nhwc(const char* op, const Tensor& x) {
   ops::check_defined(op, x);
-  ops::check_cpu(op, x);
   if (x.rank() != 4) {
     throw ShapeError(std::string(op) + ": expected an image batch (N, H, W, C), got shape " +
                      x.shape().to_string() + "; reshape a single image to (1, H, W, C)");
@@ -69,6 +70,7 @@ struct ZeroPad2dBackward final : autograd::Node {
 struct ResizeBilinearBackward final : autograd::Node {
   std::int64_t height = 0, width = 0;  // of the input
   std::vector<Tensor> backward(const Tensor& g) override {
+    if (g.device().is_cuda()) return {cuda::resize_bilinear_backward(g.detach(), height, width)};
     return {cpu::resize_bilinear_backward(g, height, width)};
   }
   std::string name() const override { return "ResizeBilinearBackward"; }
@@ -86,10 +88,15 @@ Tensor zero_pad2d(const Tensor& x, const Padding2d& padding) {
                      std::to_string(padding.right) + "; crop with slice instead");
   }
   const std::int64_t h = x.dim(1), w = x.dim(2);
-  Tensor out = core::make_tensor(
-      Shape{x.dim(0), padding.top + h + padding.bottom, padding.left + w + padding.right, x.dim(3)},
-      x.dtype(), x.device());
-  if (out.numel() > 0) pad_rows(x.contiguous(), padding, out);
+  Tensor out;
+  if (x.device().is_cuda()) {
+    out = cuda::zero_pad2d(x, padding.top, padding.bottom, padding.left, padding.right);
+  } else {
+    out = core::make_tensor(Shape{x.dim(0), padding.top + h + padding.bottom,
+                                  padding.left + w + padding.right, x.dim(3)},
+                            x.dtype(), x.device());
+    if (out.numel() > 0) pad_rows(x.contiguous(), padding, out);
+  }
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<ZeroPad2dBackward>();
   node->padding = padding;
@@ -110,7 +117,8 @@ Tensor resize_bilinear(const Tensor& x, std::int64_t height, std::int64_t width)
     throw ShapeError(std::string(op) + ": cannot interpolate an empty image: input " +
                      x.shape().to_string() + " has no rows or no columns");
   }
-  Tensor out = cpu::resize_bilinear(x, height, width);
+  Tensor out = x.device().is_cuda() ? cuda::resize_bilinear(x, height, width)
+                                    : cpu::resize_bilinear(x, height, width);
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<ResizeBilinearBackward>();
   node->height = x.dim(1);

@@ -1,10 +1,12 @@
 // max_pool2d, avg_pool2d and global_avg_pool2d (nn_ops.h): checks, geometry (ops/window.h), the
-// backend call and the backward pass (cpu/pooling.h: oneDNN, or plain loops for float64).
+// backend call and the backward pass (cpu/pooling.h: oneDNN, or plain loops for float64;
+// cuda/pooling.h: own kernels for CUDA tensors).
 #include "backend/cpu/pooling.h"
 
 #include <string>
 
 #include "autograd/node.h"
+#include "backend/cuda/pooling.h"
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -16,7 +18,6 @@ namespace {
 
 void check_image(const char* op, const Tensor& x) {
   ops::check_floating(op, x);
-  ops::check_cpu(op, x);
   if (x.rank() != 4) {
     throw ShapeError(std::string(op) +
                      " expects x of rank 4 (batch, height, width, channels), got "
@@ -29,16 +30,26 @@ struct Pool2dBackward final : autograd::Node {
   cpu::PoolKind kind = cpu::PoolKind::max;
   cpu::PoolGeometry geometry;
   cpu::PoolState state;
+  Tensor cuda_argmax;  // CUDA max pooling: the forward's choice in each window (int32)
+  bool on_cuda = false;
   DType dtype = DType::float32;
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     const Tensor g = grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype);
+    if (on_cuda) {
+      return {cuda::pool2d_backward(
+          kind == cpu::PoolKind::max ? cuda::PoolMode::max : cuda::PoolMode::average, g.detach(),
+          cuda_argmax, geometry)};
+    }
     return {cpu::pool2d_backward(kind, g.detach(), state, geometry)};
   }
   std::string name() const override {
     return kind == cpu::PoolKind::max ? "MaxPool2dBackward" : "AvgPool2dBackward";
   }
-  void release_saved() override { state = cpu::PoolState{}; }
+  void release_saved() override {
+    state = cpu::PoolState{};
+    cuda_argmax = Tensor();
+  }
 };
 
 Tensor pool2d(cpu::PoolKind kind, const char* op, const Tensor& x, const Pool2dOptions& options) {
@@ -57,6 +68,19 @@ Tensor pool2d(cpu::PoolKind kind, const char* op, const Tensor& x, const Pool2dO
   g.pad_left = w.pad_before, g.pad_right = w.pad_after, g.out_w = w.out;
 
   const bool record = autograd::needs_record({&x});
+  if (x.device().is_cuda()) {
+    cuda::PoolOutput r = cuda::pool2d_forward(
+        kind == cpu::PoolKind::max ? cuda::PoolMode::max : cuda::PoolMode::average, x.detach(), g,
+        record ? cuda::SaveArgmax::yes : cuda::SaveArgmax::no);
+    if (!record) return r.y;
+    auto node = std::make_shared<Pool2dBackward>();
+    node->kind = kind;
+    node->geometry = g;
+    node->cuda_argmax = std::move(r.argmax);
+    node->on_cuda = true;
+    node->dtype = x.dtype();
+    return autograd::record(r.y, node, {x});
+  }
   cpu::PoolForward result = cpu::pool2d_forward(
       kind, x.detach(), g, record ? cpu::SaveForBackward::yes : cpu::SaveForBackward::no);
   if (!record) return result.y;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "optimizers/optimizer_impl.h"
+#include "optimizers/step_constants.h"
 
 namespace mixprec::optimizers {
 
@@ -32,17 +33,10 @@ class AdamImpl final : public detail::SlotOptimizer {
  protected:
   std::vector<std::string> slot_names() const override { return {"momentum", "velocity"}; }
   void begin_step(double learning_rate, std::int64_t iteration) override {
-    // Bias corrections folded into one step size, in double: beta^t for large t underflows
-    // gracefully to 0 and the correction tends to 1.
-    const double t = static_cast<double>(iteration + 1);
-    const double alpha = learning_rate * std::sqrt(1.0 - std::pow(config_.beta_2, t)) /
-                         (1.0 - std::pow(config_.beta_1, t));
-    step_ = {.alpha = static_cast<float>(alpha),
-             .one_minus_beta_1 = static_cast<float>(1.0 - config_.beta_1),
-             .one_minus_beta_2 = static_cast<float>(1.0 - config_.beta_2),
-             .epsilon = static_cast<float>(config_.epsilon),
-             .decay = static_cast<float>(config_.weight_decay * learning_rate)};
+    step_ = detail::adam_step(learning_rate, iteration, config_.beta_1, config_.beta_2,
+                              config_.epsilon, config_.weight_decay);
   }
+  cuda::DeviceUpdate device_update() const override { return cuda::device_update(step_); }
   void update(const detail::UpdateArgs& a) override {
     cpu::adam_update(a.variable, a.gradient, a.slots[0], a.slots[1], a.numel, a.transform, step_);
   }

@@ -23,9 +23,10 @@ std::string describe(const Tensor& t) {
   return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
 }
 
-// A float32 copy with its own storage (exported and imported state must not alias live slots).
+// A float32 host copy with its own storage (exported and imported state must not alias live
+// slots); slots on a GPU are copied back (a synchronisation).
 Tensor clone_float32(const Tensor& t) {
-  const Tensor src = t.detach().to(DType::float32).contiguous();
+  const Tensor src = t.detach().to(Device::cpu()).to(DType::float32).contiguous();
   Tensor out = empty(t.shape());
   std::memcpy(out.data_ptr(), src.data_ptr(), out.nbytes());
   return out;
@@ -124,9 +125,11 @@ void SlotOptimizer::check_variables(const std::vector<Tensor>& variables) const 
                        "; optimizers update float32 master variables (a mixed policy stores "
                        "variables in float32 and computes in 16 bits)");
     }
-    if (!v.device().is_cpu()) {
-      throw DeviceError(which + " is on " + v.device().to_string() +
-                        "; this build updates CPU variables only");
+    if (!(v.device() == variables[0].device())) {
+      throw DeviceError(which + " is on " + v.device().to_string() + " but variable 0 is on " +
+                        variables[0].device().to_string() +
+                        "; one optimizer updates variables on one device: move the model (or "
+                        "every variable) to the same device");
     }
     if (!v.is_leaf()) {
       throw ValueError(which + " (" + describe(v) +
@@ -168,9 +171,10 @@ void SlotOptimizer::check_arguments(const std::vector<Tensor>& grads,
                        std::to_string(i) + " has shape " + variables[i].shape().to_string() +
                        "; gradients and variables must be given in the same order");
     }
-    if (!g.device().is_cpu()) {
-      throw DeviceError(which + " is on " + g.device().to_string() +
-                        "; this build updates CPU variables only");
+    if (!(g.device() == variables[i].device())) {
+      throw DeviceError(which + " is on " + g.device().to_string() + " but variable " +
+                        std::to_string(i) + " is on " + variables[i].device().to_string() +
+                        "; compute the gradients on the variables' device");
     }
   }
   if (!variables.empty() && !any) {
@@ -198,7 +202,9 @@ std::size_t SlotOptimizer::entry_for(const Tensor& variable) {
   } else {
     Entry entry;
     entry.shape = variable.shape();
-    for (std::size_t k = 0; k < slot_names().size(); ++k) entry.slots.push_back(zeros(entry.shape));
+    for (std::size_t k = 0; k < slot_names().size(); ++k) {
+      entry.slots.push_back(zeros(entry.shape, {.device = variable.device()}));
+    }
     entries_.push_back(std::move(entry));
   }
   entries_[index].variable = variable.impl_ptr();
@@ -207,10 +213,20 @@ std::size_t SlotOptimizer::entry_for(const Tensor& variable) {
   return index;
 }
 
+void SlotOptimizer::place_slots(Entry& entry, Device device) {
+  // Restored slots are host tensors: they move to a GPU variable's device once, on first use.
+  for (Tensor& slot : entry.slots) {
+    if (!(slot.device() == device)) slot = slot.to(device);
+  }
+}
+
 std::vector<std::size_t> SlotOptimizer::entries_for(const std::vector<Tensor>& variables) {
   std::vector<std::size_t> indices;
   indices.reserve(variables.size());
-  for (const Tensor& v : variables) indices.push_back(entry_for(v));
+  for (const Tensor& v : variables) {
+    indices.push_back(entry_for(v));
+    place_slots(entries_[indices.back()], v.device());
+  }
   return indices;
 }
 
@@ -226,9 +242,88 @@ void SlotOptimizer::skip_step(const std::vector<Tensor>& grads,
   ++iterations_;
 }
 
+void SlotOptimizer::apply_gradients_unless_found_inf(const std::vector<Tensor>& grads,
+                                                     const std::vector<Tensor>& variables,
+                                                     const int* found_inf) {
+  check_arguments(grads, variables);
+  if (!variables.empty() && variables[0].device().is_cpu()) {
+    throw DeviceError(std::string(display_name_) +
+                      ": the device-side skip flag applies to CUDA variables; these are on the "
+                      "CPU (use apply_gradients or skip_step)");
+  }
+  apply_on_device(grads, variables, found_inf);
+}
+
+std::vector<float> SlotOptimizer::clip_scales(const std::vector<Tensor>& g32) const {
+  std::vector<float> scales(g32.size(), 1.0f);
+  if (!clip_.clipnorm && !clip_.global_clipnorm) return scales;
+  Device device = Device::cpu();
+  for (const Tensor& g : g32) {
+    if (g.defined()) device = g.device();
+  }
+  // The norms are summed on the device and read back: clipping by norm synchronises once a step.
+  const std::vector<double> sums = cuda::sums_of_squares(device, g32);
+  if (clip_.clipnorm) {
+    const double c = *clip_.clipnorm;
+    for (std::size_t i = 0; i < g32.size(); ++i) {
+      if (g32[i].defined()) scales[i] = static_cast<float>(c / std::max(std::sqrt(sums[i]), c));
+    }
+  } else {
+    const double c = *clip_.global_clipnorm;
+    double total = 0.0;
+    for (double s : sums) total += s;
+    const float scale = static_cast<float>(c / std::max(std::sqrt(total), c));
+    for (float& s : scales) s = scale;
+  }
+  return scales;
+}
+
+void SlotOptimizer::apply_on_device(const std::vector<Tensor>& grads,
+                                    const std::vector<Tensor>& variables, const int* found_inf) {
+  NoGradScope no_grad;
+  const std::vector<std::size_t> indices = entries_for(variables);
+  const std::size_t count = variables.size();
+  if (count == 0) {
+    ++iterations_;
+    return;
+  }
+  // Contiguous float32 gradients (16-bit ones converted on the device; enqueued only).
+  std::vector<Tensor> g32(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (grads[i].defined()) g32[i] = grads[i].detach().to(DType::float32).contiguous();
+  }
+  const std::vector<float> scales = clip_scales(g32);
+  begin_step(learning_rate_(iterations_), iterations_);
+  cuda::DeviceUpdate update = device_update();
+  if (clip_.clipvalue) update.constants.clip_limit = static_cast<float>(*clip_.clipvalue);
+  std::vector<cuda::UpdateTensors> list;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (!g32[i].defined()) continue;
+    Entry& entry = entries_[indices[i]];
+    Tensor variable = variables[i];
+    cuda::UpdateTensors t;
+    t.variable = static_cast<float*>(variable.data_ptr());
+    t.gradient = static_cast<const float*>(g32[i].data_ptr());
+    t.numel = variable.numel();
+    t.clip_scale = scales[i];
+    for (std::size_t k = 0; k < entry.slots.size() && k < 3; ++k) {
+      t.slots[k] = static_cast<float*>(entry.slots[k].data_ptr());
+    }
+    list.push_back(t);
+  }
+  // Temporaries (g32) may be freed when this returns: the caching allocator reuses their blocks
+  // only for work queued later on the same stream.
+  cuda::multi_tensor_update(variables[0].device(), update, list, found_inf);
+  ++iterations_;
+}
+
 void SlotOptimizer::apply_gradients(const std::vector<Tensor>& grads,
                                     const std::vector<Tensor>& variables) {
   check_arguments(grads, variables);
+  if (!variables.empty() && variables[0].device().is_cuda()) {
+    apply_on_device(grads, variables, nullptr);
+    return;
+  }
   NoGradScope no_grad;
   const std::vector<std::size_t> indices = entries_for(variables);
   const std::size_t count = variables.size();

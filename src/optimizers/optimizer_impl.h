@@ -1,7 +1,8 @@
 // Behind the Optimizer handle. OptimizerImpl is the interface every optimizer implements
 // (LossScaleOptimizer included); SlotOptimizer is the shared machinery of SGD, Adam, AdamW and
 // RMSprop: argument checks, the slot registry, gradient preparation and clipping, the iteration
-// count. A concrete optimizer supplies its slot names and one fused update per variable.
+// count. A concrete optimizer supplies its slot names, one fused update per variable (CPU) and the
+// formula and constants of the multi-tensor update (CUDA: backend/cuda/optimizers.h).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/optimizer_kernels.h"
+#include "backend/cuda/optimizers.h"
 #include "mixprec/optimizers/optimizer.h"
 
 namespace mixprec::optimizers::detail {
@@ -27,6 +29,13 @@ class OptimizerImpl {
   // arguments, creates slots for new variables, advances the iteration count.
   virtual void skip_step(const std::vector<Tensor>& grads,
                          const std::vector<Tensor>& variables) = 0;
+  // The step of a LossScaleOptimizer on CUDA variables: the update kernels read *found_inf (a
+  // device int) and leave variables and slots untouched when it is non-zero; iterations advance
+  // either way, as skip_step does. Enqueues only (except clipping by norm, which reads the norms
+  // back). Throws DeviceError for CPU variables.
+  virtual void apply_gradients_unless_found_inf(const std::vector<Tensor>& grads,
+                                                const std::vector<Tensor>& variables,
+                                                const int* found_inf) = 0;
   virtual void build(const std::vector<Tensor>& variables) = 0;
   // Throws (as apply_gradients would) when the arguments are invalid.
   virtual void check_arguments(const std::vector<Tensor>& grads,
@@ -60,6 +69,9 @@ class SlotOptimizer : public OptimizerImpl {
   void apply_gradients(const std::vector<Tensor>& grads,
                        const std::vector<Tensor>& variables) override;
   void skip_step(const std::vector<Tensor>& grads, const std::vector<Tensor>& variables) override;
+  void apply_gradients_unless_found_inf(const std::vector<Tensor>& grads,
+                                        const std::vector<Tensor>& variables,
+                                        const int* found_inf) override;
   void build(const std::vector<Tensor>& variables) override;
   void check_arguments(const std::vector<Tensor>& grads,
                        const std::vector<Tensor>& variables) const override;
@@ -81,6 +93,9 @@ class SlotOptimizer : public OptimizerImpl {
   // count before the step (Adam's bias corrections depend on it).
   virtual void begin_step(double learning_rate, std::int64_t iteration) = 0;
   virtual void update(const UpdateArgs& args) = 0;
+  // The multi-tensor update of CUDA variables with the constants of the last begin_step (the
+  // clip limit is filled in by SlotOptimizer).
+  virtual cuda::DeviceUpdate device_update() const = 0;
 
   const char* display_name() const { return display_name_; }
 
@@ -89,7 +104,7 @@ class SlotOptimizer : public OptimizerImpl {
   struct Entry {
     std::weak_ptr<TensorImpl> variable;  // empty for a restored entry not bound yet
     Shape shape;
-    std::vector<Tensor> slots;  // float32, `shape`, one per slot_names()
+    std::vector<Tensor> slots;  // float32, `shape`, one per slot_names(), on the variable's device
   };
 
   // Checks what apply_gradients, skip_step and build require of the variables themselves.
@@ -97,6 +112,14 @@ class SlotOptimizer : public OptimizerImpl {
   // The index in entries_ of each variable (creating or binding entries for new ones).
   std::vector<std::size_t> entries_for(const std::vector<Tensor>& variables);
   std::size_t entry_for(const Tensor& variable);
+  // Moves the entry's slots to `device` where they are elsewhere (restored host copies).
+  static void place_slots(Entry& entry, Device device);
+  // The CUDA step: one multi-tensor update of every variable with a gradient (no host
+  // synchronisation unless clipping by norm); found_inf may be null.
+  void apply_on_device(const std::vector<Tensor>& grads, const std::vector<Tensor>& variables,
+                       const int* found_inf);
+  // Per-variable clipping factors (clipnorm, global_clipnorm) of float32 gradients; 1 otherwise.
+  std::vector<float> clip_scales(const std::vector<Tensor>& g32) const;
 
   const char* display_name_;
   LearningRate learning_rate_;

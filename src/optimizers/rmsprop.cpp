@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "optimizers/optimizer_impl.h"
+#include "optimizers/step_constants.h"
 
 namespace mixprec::optimizers {
 
@@ -32,10 +33,12 @@ class RMSpropImpl final : public detail::SlotOptimizer {
     return names;
   }
   void begin_step(double learning_rate, std::int64_t) override {
-    step_ = {.learning_rate = static_cast<float>(learning_rate),
-             .rho = static_cast<float>(rho_),
-             .momentum = static_cast<float>(momentum_),
-             .epsilon = static_cast<float>(epsilon_)};
+    step_ = detail::rmsprop_step(learning_rate, rho_, momentum_, epsilon_);
+  }
+  cuda::DeviceUpdate device_update() const override {
+    return cuda::device_update(
+        step_, momentum_ > 0.0 ? cuda::RmspropMomentum::with_momentum : cuda::RmspropMomentum::none,
+        centered_ ? cuda::RmspropCentered::yes : cuda::RmspropCentered::no);
   }
   void update(const detail::UpdateArgs& a) override {
     std::size_t next = 1;

@@ -3,6 +3,7 @@
 #include "mixprec/optimizers/sgd.h"
 
 #include "optimizers/optimizer_impl.h"
+#include "optimizers/step_constants.h"
 
 namespace mixprec::optimizers {
 
@@ -24,9 +25,14 @@ class SGDImpl final : public detail::SlotOptimizer {
     return {"momentum"};
   }
   void begin_step(double learning_rate, std::int64_t) override {
-    step_ = {.learning_rate = static_cast<float>(learning_rate),
-             .momentum = static_cast<float>(momentum_),
-             .nesterov = nesterov_};
+    step_ = detail::sgd_step(learning_rate, momentum_, nesterov_);
+  }
+  cuda::DeviceUpdate device_update() const override {
+    // The slots decide the variant, as on the CPU (a momentum slot exists iff momentum != 0).
+    const cuda::SgdVariant variant = momentum_ == 0.0 ? cuda::SgdVariant::plain
+                                     : nesterov_      ? cuda::SgdVariant::nesterov
+                                                      : cuda::SgdVariant::momentum;
+    return cuda::device_update(step_, variant);
   }
   void update(const detail::UpdateArgs& a) override {
     cpu::sgd_update(a.variable, a.gradient, a.slots.empty() ? nullptr : a.slots[0], a.numel,

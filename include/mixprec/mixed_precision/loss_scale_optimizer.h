@@ -16,6 +16,16 @@
 //    Inf, counter = 0.
 // A fixed scale (dynamic = false) never changes, and also skips and counts non-finite steps (Keras
 // applies them; we refuse to write NaN into the weights).
+//
+// On a GPU (CUDA loss, gradients and variables) the whole state lives on the device from the first
+// CUDA tensor it sees, seeded from the host state: get_scaled_loss multiplies by the device scale,
+// get_unscaled_gradients sets a device Inf/NaN flag in one fused pass over all gradients,
+// apply_gradients runs the inner optimizer's fused update, which reads the flag and skips, then
+// updates the scale and counters on the device. None of these waits for the GPU (except clipping
+// by clipnorm/global_clipnorm, which reads the norms back once a step). The accessors below and
+// get_state copy the state back and so SYNCHRONISE with the GPU (cheap, but it ends the overlap of
+// host and device: a training loop should read them every few steps, not every step). set_state
+// writes the device state too. Once on a GPU, the optimizer refuses CPU tensors (DeviceError).
 #pragma once
 
 #include <cstdint>
@@ -41,14 +51,17 @@ class LossScaleOptimizer : public optimizers::Optimizer {
   // invalid (see LossScaleOptions).
   explicit LossScaleOptimizer(optimizers::Optimizer inner, LossScaleOptions options = {});
 
-  // loss * loss_scale(), in the loss's dtype; differentiable (use it as the tape's target).
+  // loss * loss_scale(), in the loss's dtype; differentiable (use it as the tape's target). On a
+  // GPU the scale is read on the device (16-bit losses are scaled in float32 and rounded once).
   Tensor get_scaled_loss(const Tensor& loss) const;
   // Each gradient divided by loss_scale(), as a new float32 tensor, checked for Inf/NaN in the
   // same pass (one fused kernel per gradient). Undefined gradients stay undefined. The finiteness
   // of these gradients is remembered for the next apply_gradients given exactly these tensors;
-  // gradients from anywhere else are checked there.
+  // gradients from anywhere else are checked there. On a GPU: one launch per gradient dtype (more
+  // for very many gradients), and the verdict stays on the device.
   std::vector<Tensor> get_unscaled_gradients(const std::vector<Tensor>& grads) const;
 
+  // These read the state back from the GPU when it lives there (a synchronisation; see above).
   double loss_scale() const;
   bool dynamic() const;
   std::int64_t dynamic_growth_steps() const;

@@ -13,7 +13,11 @@
 //    variables were first seen;
 //  - clipping (at most one of clipnorm, clipvalue, global_clipnorm, as in Keras) applies to the
 //    gradients as passed (a LossScaleOptimizer passes them unscaled);
-//  - iterations() counts apply_gradients calls; schedules are evaluated at it before the step.
+//  - iterations() counts apply_gradients calls; schedules are evaluated at it before the step;
+//  - variables on a CUDA device (all on one device; a mix is a DeviceError naming both) are updated
+//    by one fused multi-tensor kernel launch for all of them, slots live on that device, and the
+//    step does not wait for the GPU, except clipnorm/global_clipnorm, which read the gradient norms
+//    back (one synchronisation per step). get_state copies the slots to the host.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <mutex>
@@ -11,8 +12,12 @@
 #include <vector>
 
 #include "backend/cuda/allocator.h"
+#include "backend/cuda/binary.h"
+#include "backend/cuda/cast.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/reduce.h"
+#include "backend/cuda/unary.h"
 #include "core/tensor_impl.h"
 #include "mixprec/cuda.h"
 #include "mixprec/error.h"
@@ -108,46 +113,15 @@ std::uint32_t alignment_of(const void* p) {
 
 // ---- the cache ----
 
-struct Key {
-  int device = 0;
-  std::int64_t m = 0, n = 0, k = 0, batch = 1;  // cuBLASLt's: D (m, n) = op(A) (m, k) op(B) (k, n)
-  int op_a = 0, op_b = 0;
-  std::int64_t lda = 0, ldb = 0, ldd = 0;
-  std::int64_t stride_a = 0, stride_b = 0, stride_d = 0;
-  int type_ab = 0, type_d = 0, compute = 0, scale = 0;
-  std::uint32_t align_a = 0, align_b = 0, align_d = 0;
-  bool operator==(const Key&) const = default;
-};
+using Key = detail::PlanKey;
+using KeyHash = detail::PlanKeyHash;
 
-struct KeyHash {
-  std::size_t operator()(const Key& k) const {
-    std::size_t h = 0;
-    const auto mix = [&h](std::int64_t v) {
-      h ^= std::hash<std::int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    };
-    for (std::int64_t v : {std::int64_t{k.device},
-                           k.m,
-                           k.n,
-                           k.k,
-                           k.batch,
-                           std::int64_t{k.op_a},
-                           std::int64_t{k.op_b},
-                           k.lda,
-                           k.ldb,
-                           k.ldd,
-                           k.stride_a,
-                           k.stride_b,
-                           k.stride_d,
-                           std::int64_t{k.type_ab},
-                           std::int64_t{k.type_d},
-                           std::int64_t{k.compute},
-                           std::int64_t{k.scale},
-                           std::int64_t{k.align_a},
-                           std::int64_t{k.align_b},
-                           std::int64_t{k.align_d}})
-      mix(v);
-    return h;
-  }
+// The epilogue of one call: the cuBLASLt epilogue and its pointers (bias or bias gradient, aux).
+struct EpilogueCall {
+  int epilogue = 0;  // 0: none
+  const void* bias = nullptr;
+  void* aux = nullptr;
+  std::int64_t ld_aux = 0;
 };
 
 struct Plan {
@@ -200,20 +174,53 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t type, std::int64_t rows, std::
   return layout;
 }
 
-Plan make_plan(cublasLtHandle_t handle, const Key& key) {
-  Plan p;
-  check_lt(cublasLtMatmulDescCreate(&p.op, static_cast<cublasComputeType_t>(key.compute),
+// The operation descriptor of `key` with the epilogue's pointers set (they are per call; the
+// heuristic reads only their alignments, which are part of the key).
+cublasLtMatmulDesc_t make_desc(const Key& key, const EpilogueCall& ep) {
+  cublasLtMatmulDesc_t op = nullptr;
+  check_lt(cublasLtMatmulDescCreate(&op, static_cast<cublasComputeType_t>(key.compute),
                                     static_cast<cudaDataType_t>(key.scale)),
            "cublasLtMatmulDescCreate");
   const auto op_a = static_cast<cublasOperation_t>(key.op_a);
   const auto op_b = static_cast<cublasOperation_t>(key.op_b);
-  check_lt(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
-           "cublasLtMatmulDescSetAttribute(TRANSA)");
-  check_lt(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
-           "cublasLtMatmulDescSetAttribute(TRANSB)");
+  try {
+    check_lt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+             "cublasLtMatmulDescSetAttribute(TRANSA)");
+    check_lt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+             "cublasLtMatmulDescSetAttribute(TRANSB)");
+    if (key.epilogue != 0) {
+      const auto epilogue = static_cast<cublasLtEpilogue_t>(key.epilogue);
+      check_lt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                              sizeof(epilogue)),
+               "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    }
+    if (ep.bias != nullptr) {
+      // The bias (and the bias gradient) has D's type, cuBLASLt's default for these epilogues.
+      check_lt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ep.bias,
+                                              sizeof(ep.bias)),
+               "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+    }
+    if (ep.aux != nullptr) {
+      check_lt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                              &ep.aux, sizeof(ep.aux)),
+               "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_POINTER)");
+      check_lt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ep.ld_aux,
+                                              sizeof(ep.ld_aux)),
+               "cublasLtMatmulDescSetAttribute(EPILOGUE_AUX_LD)");
+    }
+  } catch (...) {
+    cublasLtMatmulDescDestroy(op);
+    throw;
+  }
+  return op;
+}
+
+Plan make_plan(cublasLtHandle_t handle, const Key& key, const EpilogueCall& ep) {
+  Plan p;
+  p.op = make_desc(key, ep);
   const auto ab = static_cast<cudaDataType_t>(key.type_ab);
   // Stored shapes (column-major rows x cols): A is (m, k) or, transposed, (k, m); likewise B.
-  const bool ta = op_a == CUBLAS_OP_T, tb = op_b == CUBLAS_OP_T;
+  const bool ta = key.op_a == CUBLAS_OP_T, tb = key.op_b == CUBLAS_OP_T;
   p.a = make_layout(ab, ta ? key.k : key.m, ta ? key.m : key.k, key.lda, key.batch, key.stride_a);
   p.b = make_layout(ab, tb ? key.n : key.k, tb ? key.k : key.n, key.ldb, key.batch, key.stride_b);
   p.d = make_layout(static_cast<cudaDataType_t>(key.type_d), key.m, key.n, key.ldd, key.batch,
@@ -246,10 +253,12 @@ Plan make_plan(cublasLtHandle_t handle, const Key& key) {
   return p;
 }
 
-// Runs the product for one pair of described operands; false when cuBLASLt has no algorithm.
+// Runs the product for one pair of described operands (with `ep`'s epilogue, if any); false when
+// cuBLASLt has no algorithm, or refuses the epilogue at launch (CUBLAS_STATUS_NOT_SUPPORTED).
 bool run(const Operand& oa, const Operand& ob, std::int64_t m_rows, std::int64_t n_cols,
          std::int64_t k_inner, std::int64_t batch, DType dtype, DType out_dtype,
-         Accumulation accumulation, Tensor& out, int device, cudaStream_t stream) {
+         Accumulation accumulation, Tensor& out, int device, cudaStream_t stream,
+         const EpilogueCall& ep = {}) {
   Key key;
   key.device = device;
   // cuBLASLt's A is our B (stored), its B our A; D = C^T (N, M) with ld N.
@@ -272,6 +281,10 @@ bool run(const Operand& oa, const Operand& ob, std::int64_t m_rows, std::int64_t
   key.compute = compute, key.scale = scale;
   key.align_a = alignment_of(ob.ptr), key.align_b = alignment_of(oa.ptr);
   key.align_d = alignment_of(out.data_ptr());
+  key.epilogue = ep.epilogue;
+  key.align_bias = ep.bias != nullptr ? alignment_of(ep.bias) : 0;
+  key.align_aux = ep.aux != nullptr ? alignment_of(ep.aux) : 0;
+  key.ld_aux = ep.ld_aux;
 
   Cache& c = cache();
   Plan plan;
@@ -282,7 +295,7 @@ bool run(const Operand& oa, const Operand& ob, std::int64_t m_rows, std::int64_t
     auto it = c.plans.find(key);
     if (it == c.plans.end()) {
       c.stats.misses += 1;
-      it = c.plans.emplace(key, make_plan(handle, key)).first;
+      it = c.plans.emplace(key, make_plan(handle, key, ep)).first;
     } else {
       c.stats.hits += 1;
     }
@@ -304,14 +317,60 @@ bool run(const Operand& oa, const Operand& ob, std::int64_t m_rows, std::int64_t
   void* workspace = nullptr;
   const Device dev = Device::cuda(device);
   if (plan.workspace > 0) workspace = allocate(dev, plan.workspace);
+  // An epilogue's pointers change from call to call, and a cached descriptor is shared by every
+  // thread: each such call gets its own descriptor with the same attributes (a host-side object;
+  // cublasLtMatmul reads it when it enqueues, so it is destroyed right after).
+  cublasLtMatmulDesc_t op = plan.op;
+  if (ep.epilogue != 0) {
+    try {
+      op = make_desc(key, ep);
+    } catch (...) {
+      if (workspace != nullptr) deallocate(dev, workspace, plan.workspace);
+      throw;
+    }
+  }
   const cublasStatus_t status =
-      cublasLtMatmul(handle, plan.op, alpha, ob.ptr, plan.a, oa.ptr, plan.b, beta, out.data_ptr(),
+      cublasLtMatmul(handle, op, alpha, ob.ptr, plan.a, oa.ptr, plan.b, beta, out.data_ptr(),
                      plan.d, out.data_ptr(), plan.d, &plan.algo, workspace, plan.workspace, stream);
+  if (op != plan.op) cublasLtMatmulDescDestroy(op);
   // Stream-ordered: the next user of the workspace block on this stream runs after the matmul.
   if (workspace != nullptr) deallocate(dev, workspace, plan.workspace);
+  // An epilogue the heuristic accepted but the launch refuses: the caller's unfused path.
+  if (ep.epilogue != 0 && status == CUBLAS_STATUS_NOT_SUPPORTED) return false;
   check_lt(status, "cublasLtMatmul");
   return true;
 }
+
+}  // namespace
+
+namespace {
+
+// The operand and result checks every product shares; throws what the message says.
+void check_operands(const Tensor& a, const Tensor& b, DType out_dtype, Accumulation accumulation) {
+  if (a.dtype() != b.dtype() || !(a.device() == b.device()) || !a.device().is_cuda() ||
+      a.rank() != b.rank() || a.rank() < 2) {
+    throw ValueError(
+        "cuda::matmul: operands must share a floating dtype and a CUDA device and have "
+        "the same rank >= 2; got " +
+        std::string(dtype_name(a.dtype())) + " " + a.shape().to_string() + " on " +
+        a.device().to_string() + " and " + std::string(dtype_name(b.dtype())) + " " +
+        b.shape().to_string() + " on " + b.device().to_string());
+  }
+  const DType dtype = a.dtype();
+  data_type(dtype);  // throws for non-floating dtypes
+  if (!(out_dtype == dtype || (is_16bit_float(dtype) && out_dtype == DType::float32))) {
+    throw DTypeError("cuda::matmul: the result dtype must be the operands' (" +
+                     std::string(dtype_name(dtype)) + ") or float32 for 16-bit operands, got " +
+                     std::string(dtype_name(out_dtype)));
+  }
+  if (accumulation == Accumulation::compute_dtype && out_dtype != dtype) {
+    throw DTypeError(
+        "cuda::matmul: 16-bit accumulation rounds to the operands' dtype; a float32 "
+        "result needs Accumulation::float32");
+  }
+}
+
+std::atomic<detail::EpilogueMode> epilogue_mode{detail::EpilogueMode::fused};
 
 }  // namespace
 
@@ -352,31 +411,64 @@ std::int64_t single_batch_stride(const std::vector<std::int64_t>& extents,
   return stride == -1 ? 0 : stride;
 }
 
+std::size_t PlanKeyHash::operator()(const PlanKey& k) const {
+  std::size_t h = 0;
+  const auto mix = [&h](std::int64_t v) {
+    h ^= std::hash<std::int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  for (std::int64_t v : {std::int64_t{k.device},
+                         k.m,
+                         k.n,
+                         k.k,
+                         k.batch,
+                         std::int64_t{k.op_a},
+                         std::int64_t{k.op_b},
+                         k.lda,
+                         k.ldb,
+                         k.ldd,
+                         k.stride_a,
+                         k.stride_b,
+                         k.stride_d,
+                         std::int64_t{k.type_ab},
+                         std::int64_t{k.type_d},
+                         std::int64_t{k.compute},
+                         std::int64_t{k.scale},
+                         std::int64_t{k.align_a},
+                         std::int64_t{k.align_b},
+                         std::int64_t{k.align_d},
+                         std::int64_t{k.epilogue},
+                         std::int64_t{k.align_bias},
+                         std::int64_t{k.align_aux},
+                         k.ld_aux})
+    mix(v);
+  return h;
+}
+
+int cublaslt_epilogue(Epilogue epilogue) {
+  switch (epilogue) {
+    case Epilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
+    case Epilogue::bias: return CUBLASLT_EPILOGUE_BIAS;
+    case Epilogue::relu_bias: return CUBLASLT_EPILOGUE_RELU_BIAS;
+    case Epilogue::gelu_tanh_bias: return CUBLASLT_EPILOGUE_GELU_BIAS;
+    case Epilogue::gelu_tanh_aux_bias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    case Epilogue::relu: return CUBLASLT_EPILOGUE_RELU;
+    case Epilogue::gelu_tanh: return CUBLASLT_EPILOGUE_GELU;
+    case Epilogue::gelu_tanh_aux: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case Epilogue::bias_grad: return CUBLASLT_EPILOGUE_BGRADA;
+  }
+  return CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+std::int64_t gelu_aux_ld(std::int64_t n) { return std::max<std::int64_t>(8, (n + 7) / 8 * 8); }
+
+void set_epilogue_mode(EpilogueMode mode) { epilogue_mode.store(mode); }
+
 }  // namespace detail
 
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DType out_dtype,
               Accumulation accumulation) {
-  if (a.dtype() != b.dtype() || !(a.device() == b.device()) || !a.device().is_cuda() ||
-      a.rank() != b.rank() || a.rank() < 2) {
-    throw ValueError(
-        "cuda::matmul: operands must share a floating dtype and a CUDA device and have "
-        "the same rank >= 2; got " +
-        std::string(dtype_name(a.dtype())) + " " + a.shape().to_string() + " on " +
-        a.device().to_string() + " and " + std::string(dtype_name(b.dtype())) + " " +
-        b.shape().to_string() + " on " + b.device().to_string());
-  }
+  check_operands(a, b, out_dtype, accumulation);
   const DType dtype = a.dtype();
-  data_type(dtype);  // throws for non-floating dtypes
-  if (!(out_dtype == dtype || (is_16bit_float(dtype) && out_dtype == DType::float32))) {
-    throw DTypeError("cuda::matmul: the result dtype must be the operands' (" +
-                     std::string(dtype_name(dtype)) + ") or float32 for 16-bit operands, got " +
-                     std::string(dtype_name(out_dtype)));
-  }
-  if (accumulation == Accumulation::compute_dtype && out_dtype != dtype) {
-    throw DTypeError(
-        "cuda::matmul: 16-bit accumulation rounds to the operands' dtype; a float32 "
-        "result needs Accumulation::float32");
-  }
   const int r = a.rank();
   const std::int64_t m = ta == Transpose::no ? a.shape()[r - 2] : a.shape()[r - 1];
   const std::int64_t k = ta == Transpose::no ? a.shape()[r - 1] : a.shape()[r - 2];
@@ -428,6 +520,139 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DTyp
 
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) {
   return matmul(a, b, ta, tb, a.dtype());
+}
+
+bool epilogue_adds_bias(Epilogue epilogue) {
+  return epilogue == Epilogue::bias || epilogue == Epilogue::relu_bias ||
+         epilogue == Epilogue::gelu_tanh_bias || epilogue == Epilogue::gelu_tanh_aux_bias;
+}
+
+bool epilogue_keeps_aux(Epilogue epilogue) {
+  return epilogue == Epilogue::gelu_tanh_aux_bias || epilogue == Epilogue::gelu_tanh_aux;
+}
+
+namespace {
+
+UnaryOp epilogue_activation(Epilogue epilogue, bool* has_activation) {
+  *has_activation = true;
+  switch (epilogue) {
+    case Epilogue::relu_bias:
+    case Epilogue::relu: return UnaryOp::relu;
+    case Epilogue::gelu_tanh_bias:
+    case Epilogue::gelu_tanh_aux_bias:
+    case Epilogue::gelu_tanh:
+    case Epilogue::gelu_tanh_aux: return UnaryOp::gelu_tanh;
+    default: *has_activation = false; return UnaryOp::relu;
+  }
+}
+
+// The epilogue's function without cuBLASLt's: the product rounded to out_dtype, then the bias
+// added (a second rounding), the activation and the column sums by the elementwise and reduction
+// kernels.
+EpilogueResult unfused_epilogue(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
+                                DType out_dtype, Epilogue epilogue, const Tensor& bias) {
+  EpilogueResult r;
+  Tensor z = cuda::matmul(a, b, ta, tb, out_dtype);                            // (M, N)
+  if (epilogue_adds_bias(epilogue)) z = cuda::binary(BinaryOp::add, z, bias);  // (N,) over the rows
+  bool has_activation = false;
+  const UnaryOp op = epilogue_activation(epilogue, &has_activation);
+  r.out = has_activation ? cuda::unary(op, z) : z;
+  if (epilogue_keeps_aux(epilogue)) r.aux = z;
+  if (epilogue == Epilogue::bias_grad) {
+    // op(B) (K, N): the sum over K is axis 0 of a stored (K, N) B, axis 1 of a stored (N, K) one,
+    // accumulated in float32 and rounded once to out_dtype (B widened first when out_dtype is
+    // float32, as cuBLASLt's sums are).
+    const bool stored_kn = tb == Transpose::no;
+    const Tensor src = b.dtype() == out_dtype ? b : cuda::cast(b, out_dtype);
+    const Tensor sums = cuda::reduce(ReduceOp::sum, src, {stored_kn, !stored_kn});
+    r.bias_grad = core::make_view(sums, Shape{sums.numel()}, {1}, 0);
+  }
+  return r;
+}
+
+}  // namespace
+
+EpilogueResult matmul_epilogue(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
+                               DType out_dtype, Epilogue epilogue, const Tensor& bias) {
+  check_operands(a, b, out_dtype, Accumulation::float32);
+  if (a.rank() != 2) {
+    throw ShapeError("cuda::matmul_epilogue: expected rank-2 operands, got " +
+                     a.shape().to_string() + " x " + b.shape().to_string() +
+                     "; fold the batch axes into the rows first");
+  }
+  const DType dtype = a.dtype();
+  const std::int64_t m = ta == Transpose::no ? a.dim(0) : a.dim(1);
+  const std::int64_t k = ta == Transpose::no ? a.dim(1) : a.dim(0);
+  const std::int64_t kb = tb == Transpose::no ? b.dim(0) : b.dim(1);
+  const std::int64_t n = tb == Transpose::no ? b.dim(1) : b.dim(0);
+  if (k != kb) {
+    throw ShapeError("cuda::matmul_epilogue: inner dimensions do not match: " +
+                     a.shape().to_string() + " x " + b.shape().to_string());
+  }
+  const bool adds_bias = epilogue_adds_bias(epilogue);
+  if (adds_bias && (!bias.defined() || bias.rank() != 1 || bias.dim(0) != n ||
+                    bias.dtype() != out_dtype || !(bias.device() == a.device()))) {
+    throw ValueError(
+        "cuda::matmul_epilogue: the bias epilogue needs a bias of shape (" + std::to_string(n) +
+        ",) in " + std::string(dtype_name(out_dtype)) + " on " + a.device().to_string() + ", got " +
+        (bias.defined() ? std::string(dtype_name(bias.dtype())) + " " + bias.shape().to_string() +
+                              " on " + bias.device().to_string()
+                        : std::string("none")) +
+        "; cast the bias to the result dtype first");
+  }
+  if (!adds_bias && bias.defined()) {
+    throw ValueError(
+        "cuda::matmul_epilogue: a bias was given to an epilogue that does not add one; use "
+        "Epilogue::bias, relu_bias or gelu_tanh_bias (or pass no bias)");
+  }
+  if (epilogue == Epilogue::none)
+    return {cuda::matmul(a, b, ta, tb, out_dtype), Tensor(), Tensor()};
+  if (std::max({m, n, k}) > std::numeric_limits<std::int32_t>::max()) {
+    throw ShapeError("cuda::matmul_epilogue: extents must fit in 32 bits, got " +
+                     a.shape().to_string() + " x " + b.shape().to_string());
+  }
+  // Empty products (no rows, columns or inner extent) and float64 go the unfused way.
+  if (epilogue_mode.load() == detail::EpilogueMode::fused && m > 0 && n > 0 && k > 0 &&
+      dtype != DType::float64) {
+    Tensor out = core::make_tensor(Shape{m, n}, out_dtype, a.device());
+    EpilogueCall ep;
+    ep.epilogue = detail::cublaslt_epilogue(epilogue);
+    Tensor bias_in, aux, bias_grad;
+    if (adds_bias) {
+      bias_in = bias.contiguous();
+      ep.bias = bias_in.data_ptr();
+    }
+    std::int64_t ld_aux = 0;
+    if (epilogue_keeps_aux(epilogue)) {
+      // Z (M, N) row-major with row stride ld_aux: cuBLASLt's column-major (N, M), ld = ld_aux.
+      ld_aux = detail::gelu_aux_ld(n);
+      aux = core::make_tensor(Shape{m, ld_aux}, out_dtype, a.device());
+      ep.aux = aux.data_ptr();
+      ep.ld_aux = ld_aux;
+    }
+    if (epilogue == Epilogue::bias_grad) {
+      bias_grad = core::make_tensor(Shape{n}, out_dtype, a.device());
+      ep.bias = bias_grad.data_ptr();
+    }
+    StreamScope scope(a.device());
+    const Shape no_batch;
+    const Operand oa = describe(a, ta, no_batch, false);
+    const Operand ob = describe(b, tb, no_batch, false);
+    if (run(oa, ob, m, n, k, 1, dtype, out_dtype, Accumulation::float32, out, scope.index(),
+            scope.stream(), ep)) {
+      EpilogueResult r;
+      r.out = out;
+      if (aux.defined()) r.aux = core::make_view(aux, Shape{m, n}, {ld_aux, 1}, 0);
+      r.bias_grad = bias_grad;
+      return r;
+    }
+  }
+  {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.epilogue_fallbacks += 1;
+  }
+  return unfused_epilogue(a, b, ta, tb, out_dtype, epilogue, bias);
 }
 
 MatmulCacheStats matmul_cache_stats() {

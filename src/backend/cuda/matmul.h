@@ -10,11 +10,13 @@
 // accumulation mode in cuBLASLt, so bfloat16 with Accumulation::compute_dtype still accumulates in
 // float32 (the result is rounded to bfloat16 once); float64 uses CUBLAS_COMPUTE_64F.
 //
-// For each (device, shapes, layouts, batch strides, dtypes, compute type, pointer alignments) the
-// descriptors and the heuristic's algorithm are created once and cached; the workspace comes from
-// the caching allocator.
+// For each (device, shapes, layouts, batch strides, dtypes, compute type, pointer alignments,
+// epilogue, and the alignments of the epilogue's bias/aux pointers) the descriptors and the
+// heuristic's algorithm are created once and cached (detail::PlanKey); the workspace comes from the
+// caching allocator.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +37,43 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DTyp
 
 // The same with out_dtype = the operands' dtype.
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb);
+
+// ---- epilogues: the Dense layer's bias and activation fused into the product ----
+//
+// cuBLASLt applies an epilogue to the float32 accumulator before the one rounding to the output
+// dtype. In row-major terms, for C (M, N) = op(A) (M, K) x op(B) (K, N):
+enum class Epilogue {
+  none,                // C
+  bias,                // C + bias, bias (N,) broadcast over the M rows
+  relu_bias,           // relu(C + bias)
+  gelu_tanh_bias,      // gelu_tanh(C + bias): cuBLASLt's GELU is the tanh approximation only
+  gelu_tanh_aux_bias,  // gelu_tanh(C + bias), and Z = C + bias kept in `aux` for the backward
+  relu,                // relu(C)
+  gelu_tanh,           // gelu_tanh(C)
+  gelu_tanh_aux,       // gelu_tanh(C), and Z = C kept in `aux`
+  bias_grad,           // C, and the column sums of op(B), sum over k of op(B)[k, n] (N,), in
+                       // `bias_grad` (cuBLASLt's BGRADA: our B is cuBLASLt's A, see above)
+};
+
+bool epilogue_adds_bias(Epilogue epilogue);
+bool epilogue_keeps_aux(Epilogue epilogue);
+
+struct EpilogueResult {
+  Tensor out;        // (M, N) contiguous, out_dtype
+  Tensor aux;        // the pre-activation Z (M, N) in out_dtype (gelu_tanh_aux*): a view whose row
+                     // stride is detail::gelu_aux_ld(N) or N
+  Tensor bias_grad;  // (N,) in out_dtype (bias_grad)
+};
+
+// The product with an epilogue. Rank-2 operands only (Dense folds its batch axes into M), the same
+// floating dtype on one CUDA device, out_dtype as for matmul (float32 accumulation). `bias`: (N,)
+// of out_dtype on the same device, required by the *_bias epilogues and refused by the others.
+// Where cuBLASLt has no algorithm for the epilogue (some epilogue, dtype and layout combinations;
+// float64), the product runs without it and the elementwise and reduction kernels finish the job:
+// the same function, with the bias added after one rounding of the product instead of before it
+// (counted in MatmulCacheStats::epilogue_fallbacks).
+EpilogueResult matmul_epilogue(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
+                               DType out_dtype, Epilogue epilogue, const Tensor& bias = Tensor());
 
 // ---- layout decisions, exposed for host-side unit tests ----
 namespace detail {
@@ -58,12 +97,44 @@ MatrixLayout classify_matrix(std::int64_t rows, std::int64_t cols, std::int64_t 
 std::int64_t single_batch_stride(const std::vector<std::int64_t>& extents,
                                  const std::vector<std::int64_t>& strides, const Shape& batch);
 
+// The cublasLtEpilogue_t value of an epilogue.
+int cublaslt_epilogue(Epilogue epilogue);
+
+// Leading dimension (elements) of the GELU pre-activation buffer of an output with n columns:
+// cuBLASLt wants a multiple of 8 that is at least the rows of its column-major D, our n.
+std::int64_t gelu_aux_ld(std::int64_t n);
+
+// What a cached plan is keyed by (cuBLASLt's view of the product): the plan holds descriptors and
+// the heuristic's algorithm, which depend on every field, the epilogue and its pointers'
+// alignments included.
+struct PlanKey {
+  int device = 0;
+  std::int64_t m = 0, n = 0, k = 0, batch = 1;  // cuBLASLt's: D (m, n) = op(A) (m, k) op(B) (k, n)
+  int op_a = 0, op_b = 0;
+  std::int64_t lda = 0, ldb = 0, ldd = 0;
+  std::int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+  int type_ab = 0, type_d = 0, compute = 0, scale = 0;
+  std::uint32_t align_a = 0, align_b = 0, align_d = 0;
+  int epilogue = 0;  // cublasLtEpilogue_t; 0 = none set (CUBLASLT_EPILOGUE_DEFAULT)
+  std::uint32_t align_bias = 0, align_aux = 0;
+  std::int64_t ld_aux = 0;
+  bool operator==(const PlanKey&) const = default;
+};
+struct PlanKeyHash {
+  std::size_t operator()(const PlanKey& k) const;
+};
+
+// Tests: EpilogueMode::unfused makes matmul_epilogue take its fallback path every time.
+enum class EpilogueMode { fused, unfused };
+void set_epilogue_mode(EpilogueMode mode);
+
 }  // namespace detail
 
 struct MatmulCacheStats {
   std::int64_t entries = 0;  // cached (descriptors, algorithm) plans
   std::int64_t hits = 0;
-  std::int64_t misses = 0;  // each one a cuBLASLt heuristic query
+  std::int64_t misses = 0;              // each one a cuBLASLt heuristic query
+  std::int64_t epilogue_fallbacks = 0;  // matmul_epilogue calls finished without cuBLASLt's
 };
 MatmulCacheStats matmul_cache_stats();
 

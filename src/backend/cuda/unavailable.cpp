@@ -5,12 +5,18 @@
 #include <atomic>
 #include <string>
 
+#include "backend/cuda/batch_norm.h"
 #include "backend/cuda/binary.h"
 #include "backend/cuda/cast.h"
 #include "backend/cuda/concat.h"
+#include "backend/cuda/conv.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/depthwise.h"
+#include "backend/cuda/image.h"
 #include "backend/cuda/indexing.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/optimizers.h"
+#include "backend/cuda/pooling.h"
 #include "backend/cuda/reduce.h"
 #include "backend/cuda/select.h"
 #include "backend/cuda/softmax.h"
@@ -114,6 +120,104 @@ Tensor matmul(const Tensor& a, const Tensor&, Transpose, Transpose) {
   no_backend("matmul on " + a.device().to_string());
 }
 MatmulCacheStats matmul_cache_stats() { return {}; }
+void multi_tensor_update(Device device, const DeviceUpdate&, const std::vector<UpdateTensors>&,
+                         const int*) {
+  no_backend("optimizer update on " + device.to_string());
+}
+std::vector<Tensor> unscale_and_check(Device device, const std::vector<Tensor>&, const float*,
+                                      int*) {
+  no_backend("loss scaling on " + device.to_string());
+}
+void check_finite(Device device, const std::vector<Tensor>&, int*) {
+  no_backend("loss scaling on " + device.to_string());
+}
+std::vector<double> sums_of_squares(Device device, const std::vector<Tensor>&) {
+  no_backend("gradient clipping on " + device.to_string());
+}
+Tensor make_loss_scale_state(Device device, const DeviceLossScale&) {
+  no_backend("loss scaling on " + device.to_string());
+}
+void set_loss_scale_state(const Tensor& state, const DeviceLossScale&) {
+  no_backend("loss scaling on " + state.device().to_string());
+}
+DeviceLossScale read_loss_scale_state(const Tensor& state) {
+  no_backend("loss scaling on " + state.device().to_string());
+}
+void update_loss_scale_state(const Tensor& state, LossScaleMode, std::int64_t) {
+  no_backend("loss scaling on " + state.device().to_string());
+}
+Tensor loss_scale_view(const Tensor& state) {
+  no_backend("loss scaling on " + state.device().to_string());
+}
+
+}  // namespace cuda
+
+// ---- cuBLASLt epilogues (backend/cuda/matmul.h; called by ops/dense_op.cpp) ----
+
+namespace cuda {
+
+EpilogueResult matmul_epilogue(const Tensor& a, const Tensor&, Transpose, Transpose, DType,
+                               Epilogue, const Tensor&) {
+  no_backend("matmul on " + a.device().to_string());
+}
+
+}  // namespace cuda
+
+// ---- convolutional ops (backend/cuda/{conv,depthwise,batch_norm,pooling,image}.h; called by
+// ops/{conv,batch_norm,pooling,image}.cpp for CUDA tensors only) ----
+
+namespace cuda {
+
+Tensor conv2d_forward(const Tensor& x, const Tensor&, const Tensor&, const ConvGeometry&,
+                      Accumulation) {
+  no_backend("conv2d on " + x.device().to_string());
+}
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&, Accumulation) {
+  no_backend("conv2d on " + dy.device().to_string());
+}
+Tensor conv2d_backward_filters(const Tensor& x, const Tensor&, const ConvGeometry&, Accumulation) {
+  no_backend("conv2d on " + x.device().to_string());
+}
+ConvCacheStats conv_cache_stats() { return {}; }
+Tensor depthwise_forward(const Tensor& x, const Tensor&, const Tensor&, const cpu::ConvGeometry&,
+                         Accumulation) {
+  no_backend("depthwise_conv2d on " + x.device().to_string());
+}
+Tensor depthwise_backward_data(const Tensor& dy, const Tensor&, const cpu::ConvGeometry&,
+                               Accumulation) {
+  no_backend("depthwise_conv2d on " + dy.device().to_string());
+}
+Tensor depthwise_backward_filters(const Tensor& x, const Tensor&, const cpu::ConvGeometry&,
+                                  Accumulation) {
+  no_backend("depthwise_conv2d on " + x.device().to_string());
+}
+BatchNormTrainingOutput batch_norm_training(const Tensor& x, const Tensor&, const Tensor&, double) {
+  no_backend("batch_norm on " + x.device().to_string());
+}
+Tensor batch_norm_inference(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
+                            const Tensor&, double) {
+  no_backend("batch_norm on " + x.device().to_string());
+}
+BatchNormBackwardOutput batch_norm_backward(const Tensor&, const Tensor& x, const Tensor&,
+                                            const Tensor&, const Tensor&, double,
+                                            BatchNormStatistics) {
+  no_backend("batch_norm on " + x.device().to_string());
+}
+PoolOutput pool2d_forward(PoolMode, const Tensor& x, const cpu::PoolGeometry&, SaveArgmax) {
+  no_backend("pooling on " + x.device().to_string());
+}
+Tensor pool2d_backward(PoolMode, const Tensor& dy, const Tensor&, const cpu::PoolGeometry&) {
+  no_backend("pooling on " + dy.device().to_string());
+}
+Tensor zero_pad2d(const Tensor& x, std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
+  no_backend("zero_pad2d on " + x.device().to_string());
+}
+Tensor resize_bilinear(const Tensor& x, std::int64_t, std::int64_t) {
+  no_backend("resize_bilinear on " + x.device().to_string());
+}
+Tensor resize_bilinear_backward(const Tensor& dy, std::int64_t, std::int64_t) {
+  no_backend("resize_bilinear on " + dy.device().to_string());
+}
 
 }  // namespace cuda
 

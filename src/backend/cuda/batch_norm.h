@@ -1,0 +1,83 @@
+// Batch normalization on CUDA (mirrors cpu/batch_norm.h) with own kernels (kernels/batch_norm.cu)
+// rather than cuDNN's deprecated batch-norm API: x (..., C) is a row-major (M, C) matrix, M = numel
+// / C (NHWC: every pixel a row). Statistics and parameters in float32 (float64 for float64 x):
+//  - per-channel sums in two deterministic passes: thread (p, c) of parts * C threads sums rows
+//    p, p + parts, p + 2 parts, ... in float (consecutive threads read consecutive channels:
+//    coalesced), then one thread per channel adds the `parts` partial sums in double in a fixed
+//    order; no atomics, so results do not vary from run to run;
+//  - the mean first, then the mean of (x - mean)^2 (the BIASED variance), as the CPU does;
+//  - y = (x - mean) * (gamma / sqrt(variance + epsilon)) + beta computed in float, rounded once;
+//  - backward with the two per-channel sums sum(dy) and sum(dy * (x - mean)).
+#pragma once
+
+#if MIXPREC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include <cstdint>
+
+#include "mixprec/dtype.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec::cuda {
+
+struct BatchNormTrainingOutput {
+  Tensor y;         // x's shape and dtype
+  Tensor mean;      // (C), float32 (float64 for float64 x)
+  Tensor variance;  // (C), biased
+};
+struct BatchNormBackwardOutput {
+  Tensor dx;      // x's shape and dtype
+  Tensor dgamma;  // (C), float32 (float64 for float64 x)
+  Tensor dbeta;   // (C), likewise
+};
+// `batch`: the statistics came from x (training; the gradient flows through them); `moving`:
+// they are constants (inference mode).
+enum class BatchNormStatistics { batch, moving };
+
+// Preconditions (the op layer checks them): x floating on a CUDA device, rank >= 1, at least one
+// row; gamma, beta and the statistics (C) on the same device in float32 or x's dtype (float64 for
+// float64 x); epsilon > 0. Formulas as in cpu/batch_norm.h.
+BatchNormTrainingOutput batch_norm_training(const Tensor& x, const Tensor& gamma,
+                                            const Tensor& beta, double epsilon);
+Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& mean, const Tensor& variance, double epsilon);
+BatchNormBackwardOutput batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                            const Tensor& mean, const Tensor& variance,
+                                            double epsilon, BatchNormStatistics statistics);
+
+// The kernel launchers (kernels/*.cu), in builds with the CUDA backend only.
+#if MIXPREC_HAVE_CUDA
+namespace kernels {
+
+// x, dy: contiguous (rows, channels) of `dtype`; per-channel vectors (C) of the statistics type P
+// (float; double for float64). `partials`: parts * C values of P per summed quantity.
+std::int64_t batch_norm_parts(std::int64_t rows, std::int64_t channels);
+
+// mean[c] = sum of x over the rows / rows.
+void batch_norm_mean(DType dtype, const void* x, std::int64_t rows, std::int64_t channels,
+                     void* partials, void* mean, cudaStream_t s);
+// variance[c] = sum of (x - mean)^2 / rows (biased); scale[c] = gamma / sqrt(variance + epsilon).
+void batch_norm_variance(DType dtype, const void* x, const void* mean, const void* gamma,
+                         double epsilon, std::int64_t rows, std::int64_t channels, void* partials,
+                         void* variance, void* scale, cudaStream_t s);
+// scale[c] = gamma / sqrt(variance + epsilon) from given statistics.
+void batch_norm_scale(DType dtype, const void* variance, const void* gamma, double epsilon,
+                      std::int64_t channels, void* scale, cudaStream_t s);
+// y = (x - mean) * scale + beta, rounded once.
+void batch_norm_normalize(DType dtype, const void* x, const void* mean, const void* scale,
+                          const void* beta, std::int64_t rows, std::int64_t channels, void* y,
+                          cudaStream_t s);
+// dbeta = sum(dy), dgamma = sum(dy (x - mean)) inv_std, and
+// dx = gamma inv_std (dy - a - (x - mean) b) with a = dbeta / M, b = sum(dy (x - mean)) inv_std^2 /
+// M for batch statistics, a = b = 0 for moving ones. `coefficients`: 3 * C values of P.
+void batch_norm_backward(DType dtype, const void* dy, const void* x, const void* mean,
+                         const void* variance, const void* gamma, double epsilon,
+                         bool batch_statistics, std::int64_t rows, std::int64_t channels,
+                         void* partials, void* coefficients, void* dgamma, void* dbeta, void* dx,
+                         cudaStream_t s);
+
+}  // namespace kernels
+#endif  // MIXPREC_HAVE_CUDA
+
+}  // namespace mixprec::cuda

@@ -1,0 +1,559 @@
+// CUDA convolution on cuDNN: plan keys and choices (host-testable), descriptor/algorithm cache,
+// and the three passes. See conv.h.
+#include "backend/cuda/conv.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/context.h"
+#include "backend/cuda/copy.h"
+#include "core/tensor_impl.h"
+#include "mixprec/cuda.h"
+#include "mixprec/error.h"
+#include "mixprec/ops.h"
+
+#if defined(MIXPREC_HAVE_CUDNN)
+#include "backend/cuda/cudnn_handle.h"
+#endif
+
+namespace mixprec::cuda {
+
+// ---- host-side decisions ----
+namespace detail {
+
+ConvCompute conv_compute(DType dtype, Accumulation accumulation) {
+  if (dtype == DType::float64) return ConvCompute::float64;
+  // bfloat16 has no 16-bit accumulation in cuDNN: it stays float32 (as the cuBLASLt matmul does).
+  if (dtype == DType::float16 && accumulation == Accumulation::compute_dtype) {
+    return ConvCompute::float16;
+  }
+  return ConvCompute::float32;
+}
+
+ConvMath conv_math(DType dtype, bool tf32_allowed) {
+  if (dtype == DType::float64) return ConvMath::fma;
+  if (dtype == DType::float32) return tf32_allowed ? ConvMath::tensor_op : ConvMath::fma;
+  return ConvMath::tensor_op;
+}
+
+CudnnPadding cudnn_padding(const ConvGeometry& g) {
+  // TensorFlow's rule gives pad_bottom - pad_top (pad_right - pad_left) of 0 or 1; `valid` pads 0.
+  CudnnPadding p;
+  p.pad_h = static_cast<int>(g.pad_top);
+  p.pad_w = static_cast<int>(g.pad_left);
+  p.extra_bottom = g.pad_bottom - g.pad_top;
+  p.extra_right = g.pad_right - g.pad_left;
+  return p;
+}
+
+std::size_t ConvPlanKeyHash::operator()(const ConvPlanKey& k) const {
+  std::size_t h = 0;
+  const auto mix = [&h](std::int64_t v) {
+    h ^= std::hash<std::int64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  for (std::int64_t v : {std::int64_t{k.device}, static_cast<std::int64_t>(k.pass),
+                         static_cast<std::int64_t>(k.dtype), static_cast<std::int64_t>(k.compute),
+                         static_cast<std::int64_t>(k.math), k.batch, k.in_h, k.in_w, k.in_channels,
+                         k.out_channels, k.kernel_h, k.kernel_w, k.groups, k.pad_h, k.pad_w,
+                         k.stride_h, k.stride_w, k.dilation_h, k.dilation_w}) {
+    mix(v);
+  }
+  return h;
+}
+
+ConvPlanKey make_plan_key(int device, ConvPass pass, const ConvGeometry& g, DType dtype,
+                          Accumulation accumulation, bool tf32_allowed) {
+  const CudnnPadding p = cudnn_padding(g);
+  ConvPlanKey k;
+  k.device = device;
+  k.pass = pass;
+  k.dtype = dtype;
+  k.compute = conv_compute(dtype, accumulation);
+  k.math = conv_math(dtype, tf32_allowed);
+  k.batch = g.batch, k.in_h = g.in_h + p.extra_bottom, k.in_w = g.in_w + p.extra_right;
+  k.in_channels = g.in_channels, k.out_channels = g.out_channels;
+  k.kernel_h = g.kernel_h, k.kernel_w = g.kernel_w, k.groups = g.groups;
+  k.pad_h = p.pad_h, k.pad_w = p.pad_w;
+  k.stride_h = g.stride_h, k.stride_w = g.stride_w;
+  k.dilation_h = g.dilation_h, k.dilation_w = g.dilation_w;
+  return k;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::ConvPass;
+using detail::ConvPlanKey;
+
+std::mutex& stats_mutex() {
+  static std::mutex m;
+  return m;
+}
+ConvCacheStats& stats() {
+  static ConvCacheStats s;
+  return s;
+}
+
+}  // namespace
+
+#if defined(MIXPREC_HAVE_CUDNN)
+
+namespace {
+
+Shape x_shape(const ConvGeometry& g) { return Shape{g.batch, g.in_h, g.in_w, g.in_channels}; }
+Shape y_shape(const ConvGeometry& g) { return Shape{g.batch, g.out_h, g.out_w, g.out_channels}; }
+Shape filters_shape(const ConvGeometry& g) {
+  return Shape{g.kernel_h, g.kernel_w, g.in_per_group(), g.out_channels};
+}
+
+void check_operand(const char* what, const Tensor& t, const Shape& expected, DType dtype,
+                   Device device) {
+  if (!t.defined() || t.shape() != expected || t.dtype() != dtype || !(t.device() == device) ||
+      !is_floating(dtype)) {
+    throw Error(std::string("cuda::conv2d: ") + what + " must be a " + device.to_string() + " " +
+                std::string(dtype_name(dtype)) + " tensor of shape " + expected.to_string() +
+                ", got " +
+                (t.defined() ? std::string(dtype_name(t.dtype())) + " " + t.shape().to_string() +
+                                   " on " + t.device().to_string()
+                             : std::string("an undefined tensor")));
+  }
+}
+
+// cuDNN's legacy API takes int sizes and indexes with 32 bits: larger tensors are refused.
+void check_int_range(const Shape& shape) {
+  if (shape.numel() > std::numeric_limits<int>::max()) {
+    throw ValueError("conv2d on CUDA: a tensor of shape " + shape.to_string() +
+                     " has more than 2^31 - 1 elements, more than cuDNN's convolution takes; use "
+                     "a smaller batch");
+  }
+}
+
+// x (N, H, W, C) contiguous, zero-padded by extra_bottom rows and extra_right columns when the
+// symmetric cuDNN padding needs them (conv.h, CudnnPadding).
+Tensor cudnn_input(const Tensor& x, const detail::CudnnPadding& p) {
+  const Tensor xc = contiguous(x.detach());
+  if (p.extra_bottom == 0 && p.extra_right == 0) return xc;
+  Tensor padded =
+      full(Shape{x.dim(0), x.dim(1) + p.extra_bottom, x.dim(2) + p.extra_right, x.dim(3)}, 0.0,
+           x.dtype(), x.device());
+  copy_strided(xc, padded.slice(1, 0, x.dim(1)).slice(2, 0, x.dim(2)));
+  return padded;
+}
+
+// Keras stores filters HWIO: (KH, KW, Cin / G, Cout), Cout innermost. cuDNN's NHWC filter format
+// is KRSC: (Cout, KH, KW, Cin / G) with the input channel innermost and the output channel
+// outermost. HWIO -> KRSC is the permutation (3, 0, 1, 2), copied contiguous here (a transpose of
+// KH * KW * Cin/G * Cout elements: tiny next to the convolution); the filter gradient comes back
+// in KRSC and goes home with the inverse permutation (1, 2, 3, 0).
+Tensor to_krsc(const Tensor& hwio) { return contiguous(hwio.detach().permute({3, 0, 1, 2})); }
+Tensor to_hwio(const Tensor& krsc) { return contiguous(krsc.permute({1, 2, 3, 0})); }
+
+bool tf32_allowed() { return tensor_float_32_execution_enabled(); }
+
+cudnnDataType_t data_type(DType dtype) {
+  switch (dtype) {
+    case DType::float32: return CUDNN_DATA_FLOAT;
+    case DType::float16: return CUDNN_DATA_HALF;
+    case DType::bfloat16: return CUDNN_DATA_BFLOAT16;
+    case DType::float64: return CUDNN_DATA_DOUBLE;
+    default:
+      throw DTypeError("conv2d on CUDA does not support dtype " + std::string(dtype_name(dtype)) +
+                       "; supported: float32, float16, bfloat16, float64");
+  }
+}
+
+cudnnDataType_t compute_type(detail::ConvCompute c) {
+  switch (c) {
+    case detail::ConvCompute::float16: return CUDNN_DATA_HALF;
+    case detail::ConvCompute::float64: return CUDNN_DATA_DOUBLE;
+    case detail::ConvCompute::float32: break;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+int as_int(std::int64_t v) { return static_cast<int>(v); }
+
+// Descriptors and the chosen algorithm of one key; created once, never destroyed (the cache lives
+// for the process, like the cuBLASLt plans of matmul.cpp).
+struct Plan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t of the key's pass
+  std::size_t workspace = 0;
+  bool found = false;  // false: no algorithm fits; the call throws
+};
+
+// Device buffers of the first call, for the timed search (benchmark mode).
+struct Buffers {
+  const void* x = nullptr;  // x, or dx for backward data (written)
+  const void* w = nullptr;  // filters, or dw for backward filters (written)
+  const void* y = nullptr;  // y for forward (written), else dy
+};
+
+bool benchmark_mode() {
+  static const bool on = [] {
+    const char* v = std::getenv("MIXPREC_CUDNN_BENCHMARK");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+cudnnMathType_t math_of(detail::ConvMath m) {
+  return m == detail::ConvMath::fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
+
+// Whether a heuristic/timed result may run under the key's math rule: never a down-conversion of
+// float32 data to float16 (ALLOW_CONVERSION), and no tensor cores where the key says fma (true
+// float32: TF32 not allowed).
+bool math_ok(cudnnMathType_t m, detail::ConvMath rule) {
+  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
+  return !(rule == detail::ConvMath::fma && m == CUDNN_TENSOR_OP_MATH);
+}
+
+// The first acceptable result (cuDNN sorts them best first); sets the descriptor's math type to
+// the one the result was measured/ranked with (FMA where the key demands it) and re-reads the
+// workspace under it.
+template <typename Perf, typename WorkspaceOf>
+void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key, Plan& p,
+            WorkspaceOf&& workspace_of) {
+  for (int i = 0; i < count; ++i) {
+    const Perf& r = results[static_cast<std::size_t>(i)];
+    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > detail::kMaxConvWorkspace) continue;
+    if (!math_ok(r.mathType, key.math)) continue;
+    const cudnnMathType_t m = key.math == detail::ConvMath::fma ? CUDNN_FMA_MATH : r.mathType;
+    if (cudnnSetConvolutionMathType(p.conv, m) != CUDNN_STATUS_SUCCESS) continue;
+    std::size_t bytes = 0;
+    if (!workspace_of(static_cast<int>(r.algo), bytes) || bytes > detail::kMaxConvWorkspace) {
+      continue;
+    }
+    p.algo = static_cast<int>(r.algo);
+    p.workspace = bytes;
+    p.found = true;
+    return;
+  }
+}
+
+Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffers, Device device) {
+  Plan p;
+  const cudnnDataType_t dt = data_type(k.dtype);
+  check_cudnn(cudnnCreateTensorDescriptor(&p.x), "cudnnCreateTensorDescriptor");
+  check_cudnn(cudnnCreateTensorDescriptor(&p.y), "cudnnCreateTensorDescriptor");
+  check_cudnn(cudnnCreateFilterDescriptor(&p.w), "cudnnCreateFilterDescriptor");
+  check_cudnn(cudnnCreateConvolutionDescriptor(&p.conv), "cudnnCreateConvolutionDescriptor");
+  // NHWC activations: cudnnSetTensor4dDescriptor takes (n, c, h, w) whatever the format.
+  check_cudnn(cudnnSetTensor4dDescriptor(p.x, CUDNN_TENSOR_NHWC, dt, as_int(k.batch),
+                                         as_int(k.in_channels), as_int(k.in_h), as_int(k.in_w)),
+              "cudnnSetTensor4dDescriptor(x)");
+  // Filters (k, c, r, s) = (Cout, Cin / G, KH, KW) in the NHWC (KRSC) format: see to_krsc.
+  check_cudnn(cudnnSetFilter4dDescriptor(p.w, dt, CUDNN_TENSOR_NHWC, as_int(k.out_channels),
+                                         as_int(k.in_channels / k.groups), as_int(k.kernel_h),
+                                         as_int(k.kernel_w)),
+              "cudnnSetFilter4dDescriptor");
+  check_cudnn(cudnnSetConvolution2dDescriptor(p.conv, as_int(k.pad_h), as_int(k.pad_w),
+                                              as_int(k.stride_h), as_int(k.stride_w),
+                                              as_int(k.dilation_h), as_int(k.dilation_w),
+                                              CUDNN_CROSS_CORRELATION, compute_type(k.compute)),
+              "cudnnSetConvolution2dDescriptor");
+  check_cudnn(cudnnSetConvolutionGroupCount(p.conv, as_int(k.groups)),
+              "cudnnSetConvolutionGroupCount");
+  check_cudnn(cudnnSetConvolutionMathType(p.conv, math_of(k.math)), "cudnnSetConvolutionMathType");
+  int n = 0, c = 0, h = 0, w = 0;
+  check_cudnn(cudnnGetConvolution2dForwardOutputDim(p.conv, p.x, p.w, &n, &c, &h, &w),
+              "cudnnGetConvolution2dForwardOutputDim");
+  // The caller allocated y (N, OH, OW, Cout) from the CPU's geometry; cuDNN must agree, or it
+  // would read or write past it.
+  const std::int64_t expect_h =
+      (k.in_h + 2 * k.pad_h - (k.dilation_h * (k.kernel_h - 1) + 1)) / k.stride_h + 1;
+  const std::int64_t expect_w =
+      (k.in_w + 2 * k.pad_w - (k.dilation_w * (k.kernel_w - 1) + 1)) / k.stride_w + 1;
+  if (n != k.batch || c != k.out_channels || h != expect_h || w != expect_w) {
+    throw Error("conv2d on CUDA: cuDNN computes an output of (" + std::to_string(n) + ", " +
+                std::to_string(h) + ", " + std::to_string(w) + ", " + std::to_string(c) +
+                ") where (" + std::to_string(k.batch) + ", " + std::to_string(expect_h) + ", " +
+                std::to_string(expect_w) + ", " + std::to_string(k.out_channels) +
+                ") was expected (an internal geometry error)");
+  }
+  check_cudnn(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, dt, n, c, h, w),
+              "cudnnSetTensor4dDescriptor(y)");
+
+  // A timed search needs scratch: the largest workspace we would allow, if the pool has it.
+  void* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
+  const bool timed = benchmark_mode() && buffers.x != nullptr;
+  if (timed) {
+    try {
+      scratch = allocate(device, detail::kMaxConvWorkspace);
+      scratch_bytes = detail::kMaxConvWorkspace;
+    } catch (const DeviceError&) {
+      scratch = nullptr;  // out of memory: search with no workspace
+    }
+  }
+  const auto release = [&] {
+    if (scratch != nullptr) deallocate(device, scratch, scratch_bytes);
+  };
+  try {
+    int max_count = 0, returned = 0;
+    if (k.pass == ConvPass::forward) {
+      check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count), "MaxCount");
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+      check_cudnn(timed ? cudnnFindConvolutionForwardAlgorithmEx(
+                              handle, p.x, buffers.x, p.w, buffers.w, p.conv, p.y,
+                              const_cast<void*>(buffers.y), max_count, &returned, r.data(), scratch,
+                              scratch_bytes)
+                        : cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y,
+                                                                 max_count, &returned, r.data()),
+                  "choosing a cuDNN forward convolution algorithm");
+      choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+        return cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y,
+                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo),
+                                                       &bytes) == CUDNN_STATUS_SUCCESS;
+      });
+    } else if (k.pass == ConvPass::backward_data) {
+      check_cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count), "MaxCount");
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+      check_cudnn(timed ? cudnnFindConvolutionBackwardDataAlgorithmEx(
+                              handle, p.w, buffers.w, p.y, buffers.y, p.conv, p.x,
+                              const_cast<void*>(buffers.x), max_count, &returned, r.data(), scratch,
+                              scratch_bytes)
+                        : cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                              handle, p.w, p.y, p.conv, p.x, max_count, &returned, r.data()),
+                  "choosing a cuDNN backward-data convolution algorithm");
+      choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                   handle, p.w, p.y, p.conv, p.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo),
+                   &bytes) == CUDNN_STATUS_SUCCESS;
+      });
+    } else {
+      check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count),
+                  "MaxCount");
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+      check_cudnn(timed ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                              handle, p.x, buffers.x, p.y, buffers.y, p.conv, p.w,
+                              const_cast<void*>(buffers.w), max_count, &returned, r.data(), scratch,
+                              scratch_bytes)
+                        : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                              handle, p.x, p.y, p.conv, p.w, max_count, &returned, r.data()),
+                  "choosing a cuDNN backward-filter convolution algorithm");
+      choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                   handle, p.x, p.y, p.conv, p.w,
+                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+                   &bytes) == CUDNN_STATUS_SUCCESS;
+      });
+    }
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+  return p;
+}
+
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<ConvPlanKey, Plan, detail::ConvPlanKeyHash> plans;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();  // never destroyed: descriptors live for the process
+  return *c;
+}
+
+const char* pass_name(ConvPass pass) {
+  switch (pass) {
+    case ConvPass::forward: return "forward";
+    case ConvPass::backward_data: return "backward-data";
+    case ConvPass::backward_filters: return "backward-filter";
+  }
+  return "";
+}
+
+// The cached plan of `key`, made on a miss.
+Plan plan_for(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const Buffers& buffers) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.plans.find(key);
+  const bool miss = it == c.plans.end();
+  if (miss) it = c.plans.emplace(key, make_plan(handle, key, buffers, device)).first;
+  std::lock_guard<std::mutex> s(stats_mutex());
+  (miss ? stats().misses : stats().hits) += 1;
+  stats().entries = static_cast<std::int64_t>(c.plans.size());
+  return it->second;
+}
+
+// Runs one pass: `x`, `w`, `y` are the device pointers of the padded input (dx for backward
+// data), the KRSC filters (dw for backward filters) and the output (dy for the backward passes).
+void run(ConvPlanKey key, Device device, cudnnHandle_t handle, const void* x, const void* w,
+         const void* y) {
+  Plan plan = plan_for(key, device, handle, Buffers{x, w, y});
+  if (!plan.found && key.compute == detail::ConvCompute::float16) {
+    // cuDNN's float16-accumulating (TRUE_HALF) configuration has few NHWC kernels; where it has
+    // none for a shape, accumulate in float32 instead (as bfloat16 always does) rather than fail.
+    key.compute = detail::ConvCompute::float32;
+    plan = plan_for(key, device, handle, Buffers{x, w, y});
+  }
+  if (!plan.found) {
+    throw DeviceError(std::string("conv2d on CUDA: cuDNN offers no ") + pass_name(key.pass) +
+                      " algorithm for " + std::string(dtype_name(key.dtype)) + " input (" +
+                      std::to_string(key.batch) + ", " + std::to_string(key.in_h) + ", " +
+                      std::to_string(key.in_w) + ", " + std::to_string(key.in_channels) +
+                      ") with " + std::to_string(key.out_channels) + " filters of " +
+                      std::to_string(key.kernel_h) + "x" + std::to_string(key.kernel_w) +
+                      " within a " + format_bytes(detail::kMaxConvWorkspace) +
+                      " workspace; run this layer on the CPU or change its shape");
+  }
+  // alpha = 1, beta = 0: float for every data type but double (cuDNN's scaling-parameter rule).
+  const float one_f = 1.0f, zero_f = 0.0f;
+  const double one_d = 1.0, zero_d = 0.0;
+  const bool dbl = key.dtype == DType::float64;
+  const void* one = dbl ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
+  const void* zero = dbl ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
+  void* workspace = plan.workspace > 0 ? allocate(device, plan.workspace) : nullptr;
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  switch (key.pass) {
+    case ConvPass::forward:
+      status = cudnnConvolutionForward(handle, one, plan.x, x, plan.w, w, plan.conv,
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), workspace,
+                                       plan.workspace, zero, plan.y, const_cast<void*>(y));
+      break;
+    case ConvPass::backward_data:
+      status = cudnnConvolutionBackwardData(handle, one, plan.w, w, plan.y, y, plan.conv,
+                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
+                                            workspace, plan.workspace, zero, plan.x,
+                                            const_cast<void*>(x));
+      break;
+    case ConvPass::backward_filters:
+      status = cudnnConvolutionBackwardFilter(
+          handle, one, plan.x, x, plan.y, y, plan.conv,
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace, plan.workspace, zero,
+          plan.w, const_cast<void*>(w));
+      break;
+  }
+  // Stream-ordered: the next user of the workspace block on this stream runs after the call.
+  if (workspace != nullptr) deallocate(device, workspace, plan.workspace);
+  check_cudnn(status, std::string("cuDNN convolution ") + pass_name(key.pass));
+}
+
+// True when the convolution has no products to sum (an empty reduction): the caller fills zeros.
+bool no_products(const ConvGeometry& g) {
+  return g.batch == 0 || g.in_channels == 0 || g.out_channels == 0 || g.out_h == 0 || g.out_w == 0;
+}
+
+}  // namespace
+
+Tensor conv2d_forward(const Tensor& x, const Tensor& filters, const Tensor& bias,
+                      const ConvGeometry& g, Accumulation accumulation) {
+  const DType dtype = x.dtype();
+  const Device device = x.device();
+  check_operand("x", x, x_shape(g), dtype, device);
+  check_operand("filters", filters, filters_shape(g), dtype, device);
+  if (bias.defined()) check_operand("bias", bias, Shape{g.out_channels}, dtype, device);
+  Tensor y;
+  if (no_products(g)) {
+    y = full(y_shape(g), 0.0, dtype, device);
+  } else {
+    const detail::CudnnPadding pad = detail::cudnn_padding(g);
+    check_int_range(
+        Shape{g.batch, g.in_h + pad.extra_bottom, g.in_w + pad.extra_right, g.in_channels});
+    check_int_range(y_shape(g));
+    StreamScope scope(device);
+    const cudnnHandle_t handle = cudnn_handle(scope.index());
+    const Tensor xin = cudnn_input(x, pad);
+    const Tensor w = to_krsc(filters);
+    y = core::make_tensor(y_shape(g), dtype, device);
+    run(detail::make_plan_key(scope.index(), ConvPass::forward, g, dtype, accumulation,
+                              tf32_allowed()),
+        device, handle, xin.data_ptr(), w.data_ptr(), y.data_ptr());
+  }
+  // The bias is a separate broadcast add: a 16-bit result is rounded once by cuDNN and once more
+  // after the add (the CPU rounds sum + bias once), within the 16-bit tolerances.
+  // cudnnConvolutionBiasActivationForward would fuse it, but only with IMPLICIT_PRECOMP_GEMM for
+  // the identity activation, which would override the heuristic's choice.
+  if (bias.defined() && y.numel() > 0) y = add(y, bias.detach());
+  return y;
+}
+
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor& filters, const ConvGeometry& g,
+                            Accumulation accumulation) {
+  const DType dtype = dy.dtype();
+  const Device device = dy.device();
+  check_operand("dy", dy, y_shape(g), dtype, device);
+  check_operand("filters", filters, filters_shape(g), dtype, device);
+  if (no_products(g)) return full(x_shape(g), 0.0, dtype, device);
+  const detail::CudnnPadding pad = detail::cudnn_padding(g);
+  const Shape padded{g.batch, g.in_h + pad.extra_bottom, g.in_w + pad.extra_right, g.in_channels};
+  check_int_range(padded);
+  check_int_range(y_shape(g));
+  StreamScope scope(device);
+  const cudnnHandle_t handle = cudnn_handle(scope.index());
+  const Tensor dyc = contiguous(dy.detach());
+  const Tensor w = to_krsc(filters);
+  Tensor dx = core::make_tensor(padded, dtype, device);
+  run(detail::make_plan_key(scope.index(), ConvPass::backward_data, g, dtype, accumulation,
+                            tf32_allowed()),
+      device, handle, dx.data_ptr(), w.data_ptr(), dyc.data_ptr());
+  if (pad.extra_bottom == 0 && pad.extra_right == 0) return dx;
+  // The explicitly padded rows/columns are not inputs: their gradient is dropped.
+  return contiguous(dx.slice(1, 0, g.in_h).slice(2, 0, g.in_w));
+}
+
+Tensor conv2d_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeometry& g,
+                               Accumulation accumulation) {
+  const DType dtype = x.dtype();
+  const Device device = x.device();
+  check_operand("x", x, x_shape(g), dtype, device);
+  check_operand("dy", dy, y_shape(g), dtype, device);
+  if (no_products(g)) return full(filters_shape(g), 0.0, dtype, device);
+  const detail::CudnnPadding pad = detail::cudnn_padding(g);
+  check_int_range(
+      Shape{g.batch, g.in_h + pad.extra_bottom, g.in_w + pad.extra_right, g.in_channels});
+  check_int_range(y_shape(g));
+  StreamScope scope(device);
+  const cudnnHandle_t handle = cudnn_handle(scope.index());
+  const Tensor xin = cudnn_input(x, pad);
+  const Tensor dyc = contiguous(dy.detach());
+  Tensor dw = core::make_tensor(Shape{g.out_channels, g.kernel_h, g.kernel_w, g.in_per_group()},
+                                dtype, device);
+  run(detail::make_plan_key(scope.index(), ConvPass::backward_filters, g, dtype, accumulation,
+                            tf32_allowed()),
+      device, handle, xin.data_ptr(), dw.data_ptr(), dyc.data_ptr());
+  return to_hwio(dw);
+}
+
+#else  // no cuDNN in this build
+
+namespace {
+[[noreturn]] void no_cudnn(const Tensor& t) {
+  throw DeviceError("conv2d on " + t.device().to_string() +
+                    ": this build of mixprec found no cuDNN (cudnn.h and libcudnn); install "
+                    "cuDNN 9 next to the CUDA toolkit and reconfigure, or run on the CPU");
+}
+}  // namespace
+
+Tensor conv2d_forward(const Tensor& x, const Tensor&, const Tensor&, const ConvGeometry&,
+                      Accumulation) {
+  no_cudnn(x);
+}
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&, Accumulation) {
+  no_cudnn(dy);
+}
+Tensor conv2d_backward_filters(const Tensor& x, const Tensor&, const ConvGeometry&, Accumulation) {
+  no_cudnn(x);
+}
+
+#endif  // MIXPREC_HAVE_CUDNN
+
+ConvCacheStats conv_cache_stats() {
+  std::lock_guard<std::mutex> lock(stats_mutex());
+  return stats();
+}
+
+}  // namespace mixprec::cuda

@@ -1,0 +1,193 @@
+// Multi-tensor kernels of loss scaling and the optimizers (see backend/cuda/optimizers.h): one
+// thread block per chunk of one tensor, described by a table passed by value; the loss-scale state
+// update is one thread.
+//
+// The update formulas (update_element in backend/cuda/optimizers.h) repeat those of
+// src/backend/cpu/optimizer_kernels.cpp operation for operation, written with the _rn intrinsics:
+// nvcc would otherwise contract a * b + c into one fused multiply-add (rounded once), while the CPU
+// loops (no FMA, no contraction under -std=c++20) round every product and sum. With the same
+// per-step constants the device results then equal the CPU's bit for bit (sqrt and division are
+// correctly rounded on both); tests/unit/cuda_optimizer_plan_test.cpp checks the formulas on the
+// host against the CPU loops.
+#include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/optimizers.h"
+
+namespace mixprec::cuda::kernels {
+
+namespace {
+
+// The elements [start, stop) of the block's chunk, and its tensor's slot in the table.
+struct ChunkRange {
+  int tensor;
+  std::int64_t start, stop;
+};
+
+template <int L>
+__device__ __forceinline__ ChunkRange chunk_of(const MultiTensorTable<L>& table) {
+  const int t = table.block_tensor[blockIdx.x];
+  const std::int64_t start =
+      static_cast<std::int64_t>(table.block_chunk[blockIdx.x]) * kMultiTensorChunk;
+  const std::int64_t end = start + kMultiTensorChunk;
+  return {t, start, end < table.numel[t] ? end : table.numel[t]};
+}
+
+// ---- unscale + check ----
+
+__device__ __forceinline__ bool non_finite(float v) {
+  // The exponent bits all ones: Inf or NaN (as the CPU check, on the bits).
+  return (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMultiTensorThreads)
+    unscale_kernel(const MultiTensorTable<2> table, const float* __restrict__ scale,
+                   int* __restrict__ found_inf) {
+  const ChunkRange r = chunk_of(table);
+  const T* __restrict__ in = static_cast<const T*>(table.ptr[0][r.tensor]);
+  float* __restrict__ out = static_cast<float*>(table.ptr[1][r.tensor]);
+  // In double, as the CPU does: 1 / scale and the product are exact for power-of-two scales, and
+  // a non-power-of-two fixed scale still rounds once, as on the CPU.
+  const double inverse = scale != nullptr ? 1.0 / static_cast<double>(*scale) : 1.0;
+  // Each thread loads kUnroll elements (blockDim.x apart, so every load stays coalesced) before
+  // using any: a read-once pass needs several loads in flight per thread to approach the memory
+  // bandwidth.
+  constexpr int kUnroll = 4;
+  const std::int64_t stride = blockDim.x;
+  int bad = 0;
+  for (std::int64_t base = r.start + threadIdx.x; base < r.stop; base += stride * kUnroll) {
+    compute_t<T> g[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t i = base + u * stride;
+      g[u] = i < r.stop ? to_compute(in[i]) : compute_t<T>(0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::int64_t i = base + u * stride;
+      if (i >= r.stop) break;
+      const float v = static_cast<float>(static_cast<double>(g[u]) * inverse);
+      if (out != nullptr) out[i] = v;
+      bad |= static_cast<int>(non_finite(v));
+    }
+  }
+  // One verdict per block; blocks that saw a bad value all store the same 1 (no atomics needed).
+  if (__syncthreads_or(bad) != 0 && threadIdx.x == 0) *found_inf = 1;
+}
+
+// ---- sum of squares (clipping by norm) ----
+
+__global__ void __launch_bounds__(kMultiTensorThreads)
+    sum_of_squares_kernel(const MultiTensorTable<1> table, double* __restrict__ partials) {
+  const ChunkRange r = chunk_of(table);
+  const float* __restrict__ x = static_cast<const float*>(table.ptr[0][r.tensor]);
+  double s = 0.0;
+  for (std::int64_t i = r.start + threadIdx.x; i < r.stop; i += blockDim.x) {
+    const double v = x[i];
+    s += v * v;
+  }
+  // Warp shuffles, then one partial per warp in shared memory, summed by warp 0: a fixed order for
+  // a fixed launch, so the norm (and the clipping) is reproducible run to run.
+  for (int offset = 16; offset > 0; offset /= 2) s += __shfl_down_sync(0xffffffffu, s, offset);
+  __shared__ double warp_sums[kMultiTensorThreads / 32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_sums[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    s = lane < static_cast<int>(blockDim.x / 32) ? warp_sums[lane] : 0.0;
+    for (int offset = 16; offset > 0; offset /= 2) s += __shfl_down_sync(0xffffffffu, s, offset);
+    if (lane == 0) partials[blockIdx.x] = s;
+  }
+}
+
+// ---- the optimizer updates (the formulas: update_element in optimizers.h) ----
+
+template <UpdateKind K>
+__global__ void __launch_bounds__(kMultiTensorThreads)
+    update_kernel(const MultiTensorTable<5> table, const UpdateConstants c,
+                  const int* __restrict__ found_inf) {
+  // The skip decision of loss scaling, read on the device: no host round trip.
+  if (found_inf != nullptr && *found_inf != 0) return;
+  const ChunkRange r = chunk_of(table);
+  const float* __restrict__ grad = static_cast<const float*>(table.ptr[0][r.tensor]);
+  float* __restrict__ var = static_cast<float*>(table.ptr[1][r.tensor]);
+  float* s0 = static_cast<float*>(table.ptr[2][r.tensor]);
+  float* s1 = static_cast<float*>(table.ptr[3][r.tensor]);
+  float* s2 = static_cast<float*>(table.ptr[4][r.tensor]);
+  const float clip_scale = table.clip_scale[r.tensor];
+  constexpr int kSlots = update_slot_count(K);
+  for (std::int64_t i = r.start + threadIdx.x; i < r.stop; i += blockDim.x) {
+    update_element<K>(c, grad[i], var + i, kSlots > 0 ? s0 + i : nullptr,
+                      kSlots > 1 ? s1 + i : nullptr, kSlots > 2 ? s2 + i : nullptr, clip_scale);
+  }
+}
+
+// ---- the loss-scale state ----
+
+__global__ void loss_scale_update_kernel(DeviceLossScale* state, LossScaleMode mode,
+                                         std::int64_t growth_steps) {
+  DeviceLossScale s = *state;
+  apply_loss_scale_rule(s.found_inf != 0, mode, growth_steps, s.scale, s.counter, s.skipped,
+                        s.consecutive_skipped, s.last_skipped);
+  s.found_inf = 0;  // ready for the next step
+  *state = s;
+}
+
+__global__ void loss_scale_set_kernel(DeviceLossScale* state, DeviceLossScale value) {
+  *state = value;
+}
+
+template <int L>
+dim3 grid_of(const MultiTensorTable<L>& table) {
+  return dim3(static_cast<unsigned>(table.blocks));
+}
+
+}  // namespace
+
+void multi_tensor_unscale(DType dtype, const MultiTensorTable<2>& table, const float* scale,
+                          int* found_inf, cudaStream_t s) {
+  dispatch_floating(dtype, "unscale_and_check", [&]<typename T>() {
+    unscale_kernel<T><<<grid_of(table), kMultiTensorThreads, 0, s>>>(table, scale, found_inf);
+  });
+  check_launch("unscale_and_check");
+}
+
+void multi_tensor_sum_of_squares(const MultiTensorTable<1>& table, double* partials,
+                                 cudaStream_t s) {
+  sum_of_squares_kernel<<<grid_of(table), kMultiTensorThreads, 0, s>>>(table, partials);
+  check_launch("sum_of_squares");
+}
+
+void multi_tensor_update(const DeviceUpdate& update, const MultiTensorTable<5>& table,
+                         const int* found_inf, cudaStream_t s) {
+  const dim3 grid = grid_of(table);
+  const UpdateConstants& c = update.constants;
+  switch (update.kind) {
+#define MIXPREC_UPDATE_CASE(kind)                                                              \
+  case UpdateKind::kind:                                                                       \
+    update_kernel<UpdateKind::kind><<<grid, kMultiTensorThreads, 0, s>>>(table, c, found_inf); \
+    break;
+    MIXPREC_UPDATE_CASE(sgd)
+    MIXPREC_UPDATE_CASE(sgd_momentum)
+    MIXPREC_UPDATE_CASE(sgd_nesterov)
+    MIXPREC_UPDATE_CASE(adam)
+    MIXPREC_UPDATE_CASE(rmsprop)
+    MIXPREC_UPDATE_CASE(rmsprop_momentum)
+    MIXPREC_UPDATE_CASE(rmsprop_centered)
+    MIXPREC_UPDATE_CASE(rmsprop_centered_momentum)
+#undef MIXPREC_UPDATE_CASE
+  }
+  check_launch("optimizer update");
+}
+
+void loss_scale_update(DeviceLossScale* state, LossScaleMode mode, std::int64_t growth_steps,
+                       cudaStream_t s) {
+  loss_scale_update_kernel<<<1, 1, 0, s>>>(state, mode, growth_steps);
+  check_launch("loss_scale_update");
+}
+
+void loss_scale_set(DeviceLossScale* state, const DeviceLossScale& value, cudaStream_t s) {
+  loss_scale_set_kernel<<<1, 1, 0, s>>>(state, value);
+  check_launch("loss_scale_set");
+}
+
+}  // namespace mixprec::cuda::kernels

@@ -1,0 +1,250 @@
+// dense_forward: y = act(x W + b) with the bias and activation fused into the cuBLASLt product on
+// CUDA, and the composition of separate ops everywhere else.
+//
+// Which product can carry which epilogue. With M rows (x's batch axes folded), z = x W + b (M, N),
+// y = act(z), and dy (M, N) the incoming gradient, the backward is
+//   dz = dy * act'(z)     (M, N)  elementwise
+//   db = sum_rows(dz)     (N,)
+//   dW = x^T dz           (K, N)  a product whose inner (reduced) extent is M
+//   dx = dz W^T           (M, K)  a product whose inner extent is N
+// cuBLASLt's epilogues act on the product they are attached to:
+//  - Forward: BIAS / RELU_BIAS / GELU_BIAS compute act(x W + b) from the float32 accumulator
+//    (GELU = the tanh approximation: used for gelu_tanh only; exact gelu takes BIAS and then the
+//    erf gelu op). GELU_AUX_BIAS also writes z (the "aux" matrix), which the gelu_tanh backward
+//    needs; ReLU needs no aux: z > 0 exactly where y > 0, so y itself is the mask.
+//  - DRELU_BGRAD / DGELU_BGRAD multiply their *product's* result by act'(aux) and sum its rows
+//    into a bias gradient. In this layer's backward the only products are dW and dx, and neither
+//    result is dy: dx = dz W^T is the gradient of the *previous* layer's output. So these
+//    epilogues belong on the dx product of the *next* layer's backward, which would then hand this
+//    layer dz and db directly. That is a cross-layer fusion the autograd engine cannot express
+//    safely (y may have several consumers, whose gradients must be summed before act' applies),
+//    so it is not done: dz = dy * act'(.) is one elementwise kernel (cuda::unary_backward, reading
+//    y for relu and the aux z for gelu_tanh), and RELU_AUX_BIAS's bitmask has no user here.
+//  - BGRADA on the dW product: in the backend's row-major mapping, dW = x^T dz hands dz to cuBLASLt
+//    as its A operand with the inner extent M, and BGRADA writes the sums of A over that extent,
+//    sum_rows(dz) = db, in the same pass. Without a kernel gradient, db is a row reduction of dz.
+//  - dx = dz W^T carries no epilogue.
+// Precision: the fused forward adds the bias to the float32 accumulator and rounds once (the
+// composition rounds the product, then the sum); dW is produced in the kernel's dtype (float32 for
+// a float32 master: the accumulator unrounded, where the composition rounds it to the compute
+// dtype first) and db in the same dtype, cast to the bias's.
+// Bias dtype: cublasLt.h documents CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE as D's type except for
+// IMMA and fp8 kernels, so a float32 bias cannot feed a 16-bit D: the float32 master bias is cast
+// to the compute dtype (an N-element pass), as the composition's read of the variable does.
+#include "ops/dense_op.h"
+
+#include <string>
+
+#include "autograd/node.h"
+#include "backend/cuda/cast.h"
+#include "backend/cuda/reduce.h"
+#include "backend/cuda/unary.h"
+#include "mixprec/error.h"
+#include "ops/checks.h"
+
+namespace mixprec {
+
+namespace ops::detail {
+
+DenseEpiloguePlan plan_dense_epilogue(DenseActivation activation, GradMode grad, DType dtype,
+                                      BiasMode bias, Accumulation accumulation) {
+  DenseEpiloguePlan plan;
+  // float64 is the reference dtype (and cuBLASLt's epilogues are for the tensor-core types);
+  // 16-bit accumulation is the slow reference path of DESIGN §2.4: both stay composed.
+  const bool fusable_dtype =
+      dtype == DType::float32 || dtype == DType::float16 || dtype == DType::bfloat16;
+  const bool rounds_in_16bit = accumulation == Accumulation::compute_dtype && is_16bit_float(dtype);
+  if (!fusable_dtype || rounds_in_16bit) return plan;
+  plan.fused = true;
+  const bool with_bias = bias == BiasMode::added;
+  const bool training = grad == GradMode::training;
+  switch (activation) {
+    case DenseActivation::linear:
+      plan.forward = with_bias ? cuda::Epilogue::bias : cuda::Epilogue::none;
+      break;
+    case DenseActivation::gelu:  // exact erf gelu: not cuBLASLt's; the gelu op runs after
+      plan.forward = with_bias ? cuda::Epilogue::bias : cuda::Epilogue::none;
+      plan.exact_gelu_after = true;
+      break;
+    case DenseActivation::relu:
+      plan.forward = with_bias ? cuda::Epilogue::relu_bias : cuda::Epilogue::relu;
+      if (training) plan.saved = SavedActivation::output;
+      break;
+    case DenseActivation::gelu_tanh:
+      if (training) {
+        plan.forward =
+            with_bias ? cuda::Epilogue::gelu_tanh_aux_bias : cuda::Epilogue::gelu_tanh_aux;
+        plan.saved = SavedActivation::pre_activation;
+      } else {
+        plan.forward = with_bias ? cuda::Epilogue::gelu_tanh_bias : cuda::Epilogue::gelu_tanh;
+      }
+      break;
+  }
+  return plan;
+}
+
+BiasGradRoute bias_grad_route(KernelGrad kernel, BiasGrad bias) {
+  if (bias == BiasGrad::not_needed) return BiasGradRoute::none;
+  return kernel == KernelGrad::needed ? BiasGradRoute::dw_epilogue : BiasGradRoute::row_reduction;
+}
+
+}  // namespace ops::detail
+
+namespace {
+
+using ops::detail::BiasGradRoute;
+using ops::detail::SavedActivation;
+
+Tensor activate(DenseActivation activation, const Tensor& y) {
+  switch (activation) {
+    case DenseActivation::linear: return y;
+    case DenseActivation::relu: return relu(y);
+    case DenseActivation::gelu: return gelu(y, GeluApproximation::none);
+    case DenseActivation::gelu_tanh: return gelu(y, GeluApproximation::tanh);
+  }
+  return y;
+}
+
+// The definition: separate ops, recorded one by one (the CPU path, and CUDA where not fused).
+Tensor composed(const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                DenseActivation activation, Accumulation accumulation) {
+  // With 16-bit accumulation the product rounds its partial sums to x's dtype; otherwise
+  // autocast_matmul reads the (float32 master) kernel in x's dtype inside the product.
+  Tensor y = accumulation == Accumulation::compute_dtype && is_16bit_float(x.dtype())
+                 ? matmul(x, kernel.to(x.dtype()), Transpose::no, Transpose::no,
+                          Accumulation::compute_dtype)
+                 : autocast_matmul(x, kernel);
+  if (bias.defined()) y = y + bias.to(x.dtype());  // (N,) broadcast over (..., N)
+  return activate(activation, y);
+}
+
+// The rows of x (..., K) with its batch axes folded: the product of all extents but the last.
+std::int64_t folded_rows(const Shape& shape) {
+  std::int64_t rows = 1;
+  for (int i = 0; i + 1 < shape.rank(); ++i) rows *= shape[i];
+  return rows;
+}
+
+// A variable the op reads in x's dtype: its own dtype, or a float32 master under a 16-bit x.
+bool readable_in(const Tensor& v, DType dtype) {
+  return v.dtype() == dtype || (v.dtype() == DType::float32 && is_16bit_float(dtype));
+}
+
+struct DenseEpilogueBackward final : autograd::Node {
+  Tensor x2;     // (M, K) x in its dtype; kept when the kernel needs a gradient
+  Tensor w;      // (K, N) the kernel in x's dtype; kept when x needs a gradient
+  Tensor saved;  // (M, N): y for relu, the pre-activation z for gelu_tanh
+  SavedActivation activation = SavedActivation::none;
+  Shape x_shape;
+  DType kernel_dtype = DType::float32, bias_dtype = DType::float32;
+
+  std::vector<Tensor> backward(const Tensor& g) override {  // g (..., N) in x's dtype
+    const Tensor g2 = reshape(g, Shape{folded_rows(x_shape), g.dim(-1)});
+    Tensor dz = g2;  // dz = dy * act'(z), (M, N)
+    if (activation == SavedActivation::output) {
+      dz = cuda::unary_backward(cuda::UnaryOp::relu, g2, saved, saved);  // relu'(y) = relu'(z)
+    } else if (activation == SavedActivation::pre_activation) {
+      dz = cuda::unary_backward(cuda::UnaryOp::gelu_tanh, g2, saved, saved);
+    }
+    const bool wants_bias = next.size() > 2 && next[2] != nullptr;
+    const BiasGradRoute route = ops::detail::bias_grad_route(
+        next[1] ? ops::detail::KernelGrad::needed : ops::detail::KernelGrad::not_needed,
+        wants_bias ? ops::detail::BiasGrad::needed : ops::detail::BiasGrad::not_needed);
+    Tensor dx, dw, db;
+    // dW = x^T dz (K, N) in the kernel's dtype, with db = sum_rows(dz) (N,) riding on it.
+    if (next[1]) {
+      if (route == BiasGradRoute::dw_epilogue) {
+        cuda::EpilogueResult r = cuda::matmul_epilogue(x2, dz, Transpose::yes, Transpose::no,
+                                                       kernel_dtype, cuda::Epilogue::bias_grad);
+        dw = r.out;
+        db = r.bias_grad;
+      } else {
+        dw = cuda::matmul(x2, dz, Transpose::yes, Transpose::no, kernel_dtype);
+      }
+    }
+    if (route == BiasGradRoute::row_reduction) {
+      db = reshape(cuda::reduce(cuda::ReduceOp::sum, dz, {true, false}), Shape{dz.dim(1)});
+    }
+    if (db.defined() && db.dtype() != bias_dtype) db = cuda::cast(db, bias_dtype);
+    if (next[0]) dx = reshape(cuda::matmul(dz, w, Transpose::no, Transpose::yes), x_shape);
+    return {dx, dw, db};
+  }
+  std::string name() const override { return "DenseEpilogueBackward"; }
+  void release_saved() override { x2 = w = saved = Tensor(); }
+};
+
+// One cuBLASLt product with the plan's epilogue, recorded as one node.
+Tensor fused_cuda(const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                  const ops::detail::DenseEpiloguePlan& plan, bool record) {
+  const DType dtype = x.dtype();
+  const std::int64_t k = kernel.dim(0), n = kernel.dim(1);
+  const Tensor x2 = reshape(x.detach(), Shape{folded_rows(x.shape()), k});  // (M, K)
+  const Tensor w =
+      kernel.dtype() == dtype ? kernel.detach() : cuda::cast(kernel.detach(), dtype);  // (K, N)
+  Tensor b;  // (N,) in x's dtype: cuBLASLt's bias has the output's type
+  if (bias.defined()) b = bias.dtype() == dtype ? bias.detach() : cuda::cast(bias.detach(), dtype);
+  const cuda::EpilogueResult r =
+      cuda::matmul_epilogue(x2, w, Transpose::no, Transpose::no, dtype, plan.forward, b);
+  std::vector<std::int64_t> dims(x.shape().begin(), x.shape().end());
+  dims.back() = n;
+  Tensor y = reshape(r.out, Shape(dims));  // (..., N)
+  if (record) {
+    auto node = std::make_shared<DenseEpilogueBackward>();
+    node->activation = plan.saved;
+    node->x_shape = x.shape();
+    node->kernel_dtype = kernel.dtype();
+    node->bias_dtype = bias.defined() ? bias.dtype() : dtype;
+    if (kernel.requires_grad()) node->x2 = x2;
+    if (x.requires_grad()) node->w = w;
+    // Detached: y may be r.out itself, and a node must not hold its own output (a cycle).
+    if (plan.saved == SavedActivation::output) node->saved = r.out.detach();
+    if (plan.saved == SavedActivation::pre_activation) node->saved = r.aux.detach();
+    y = autograd::record(y, node, {x, kernel, bias});
+  }
+  return plan.exact_gelu_after ? gelu(y, GeluApproximation::none) : y;
+}
+
+void check_dense(const Tensor& x, const Tensor& kernel, const Tensor& bias) {
+  ops::check_floating("dense", x);
+  ops::check_floating("dense", kernel);
+  ops::check_same_device("dense", x, kernel);
+  if (x.rank() < 2 || kernel.rank() != 2 || x.dim(-1) != kernel.dim(0)) {
+    throw ShapeError("dense: expected x (batch, ..., K) and a kernel (K, N), got x " +
+                     ops::describe(x) + " and kernel " + ops::describe(kernel) +
+                     "; the kernel's first extent must equal x's last");
+  }
+  if (bias.defined()) {
+    ops::check_floating("dense", bias);
+    ops::check_same_device("dense", x, bias);
+    if (bias.rank() != 1 || bias.dim(0) != kernel.dim(1)) {
+      throw ShapeError("dense: expected a bias of shape (" + std::to_string(kernel.dim(1)) +
+                       ",) for a kernel " + ops::describe(kernel) + ", got " + ops::describe(bias));
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<DenseActivation> dense_activation_from_name(std::string_view name) {
+  if (name.empty() || name == "linear") return DenseActivation::linear;
+  if (name == "relu") return DenseActivation::relu;
+  if (name == "gelu") return DenseActivation::gelu;
+  return std::nullopt;
+}
+
+Tensor dense_forward(const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                     DenseActivation activation, Accumulation accumulation) {
+  check_dense(x, kernel, bias);
+  if (x.device().is_cuda() && readable_in(kernel, x.dtype()) &&
+      (!bias.defined() || readable_in(bias, x.dtype()))) {
+    const bool record = autograd::needs_record({&x, &kernel, &bias});
+    const ops::detail::DenseEpiloguePlan plan = ops::detail::plan_dense_epilogue(
+        activation, record ? ops::detail::GradMode::training : ops::detail::GradMode::inference,
+        x.dtype(), bias.defined() ? ops::detail::BiasMode::added : ops::detail::BiasMode::none,
+        accumulation);
+    if (plan.fused) return fused_cuda(x, kernel, bias, plan, record);
+  }
+  return composed(x, kernel, bias, activation, accumulation);
+}
+
+}  // namespace mixprec

@@ -1,0 +1,66 @@
+// dense_forward: y = activation(x W + b), the Dense layer's op, with autograd.
+//   x (..., K) in the compute dtype; kernel W (K, N): the compute dtype, or the float32 master of a
+//   mixed-precision layer (read in x's dtype inside the op); bias b (N,) likewise, or undefined.
+// On the CPU it is the composition of ops, autocast_matmul(x, W) + b.to(x.dtype()) then the
+// activation, so results and gradients are exactly those of the separate ops. On CUDA the bias and
+// the activation ride on the cuBLASLt product as an epilogue (src/ops/dense_op.cpp explains which
+// product carries which epilogue, forward and backward).
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "backend/cuda/matmul.h"
+#include "mixprec/ops.h"
+#include "mixprec/tensor.h"
+
+namespace mixprec {
+
+// The activations fused into the op. gelu is the exact erf form (Keras' default), which cuBLASLt's
+// GELU epilogue (the tanh approximation) must not replace; gelu_tanh is that approximation.
+enum class DenseActivation { linear, relu, gelu, gelu_tanh };
+
+// The DenseActivation of an activation name ("" and "linear", "relu", "gelu"); nullopt for the
+// others (sigmoid, softmax, ...), which a layer applies to dense_forward's linear result.
+std::optional<DenseActivation> dense_activation_from_name(std::string_view name);
+
+// x (..., K), kernel (K, N), bias (N,) or undefined -> y (..., N) in x's dtype. With
+// Accumulation::compute_dtype (16-bit x only) the product rounds its partial sums to x's dtype
+// (DESIGN §2.4) and runs as the separate ops on every device. Throws ShapeError, DTypeError or
+// DeviceError on mismatched operands.
+Tensor dense_forward(const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                     DenseActivation activation, Accumulation accumulation = Accumulation::float32);
+
+namespace ops::detail {
+
+// How the CUDA path computes one Dense call: exposed for host-side unit tests.
+enum class GradMode { inference, training };  // whether the op is recorded for a backward pass
+enum class BiasMode { none, added };
+// What the backward needs besides x and W to form dz = dy * act'(z).
+enum class SavedActivation {
+  none,            // linear (or an activation applied after the op, which records itself): dz = dy
+  output,          // relu: z > 0 exactly where y = relu(z) > 0, so y is the mask
+  pre_activation,  // gelu_tanh: z, the epilogue's aux output
+};
+struct DenseEpiloguePlan {
+  bool fused = false;  // false: the composition of separate ops (float64, 16-bit accumulation)
+  cuda::Epilogue forward = cuda::Epilogue::none;  // the forward product's epilogue
+  bool exact_gelu_after = false;                  // exact gelu applied by the gelu op after
+  SavedActivation saved = SavedActivation::none;
+};
+DenseEpiloguePlan plan_dense_epilogue(DenseActivation activation, GradMode grad, DType dtype,
+                                      BiasMode bias, Accumulation accumulation);
+
+// Where the backward takes db = sum over rows of dz from.
+enum class BiasGradRoute {
+  none,           // no bias gradient wanted
+  dw_epilogue,    // the dW = x^T dz product's epilogue (cuBLASLt BGRADA): no extra pass over dz
+  row_reduction,  // a reduction over dz's rows (no dW product to ride on)
+};
+enum class KernelGrad { not_needed, needed };
+enum class BiasGrad { not_needed, needed };
+BiasGradRoute bias_grad_route(KernelGrad kernel, BiasGrad bias);
+
+}  // namespace ops::detail
+
+}  // namespace mixprec

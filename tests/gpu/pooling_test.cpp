@@ -1,0 +1,70 @@
+// Pooling on CUDA (own kernels, cuda/pooling.h) against the CPU, forward and backward, in every
+// floating dtype: max and average, valid and same padding with odd inputs (average divides by the
+// real elements only), overlapping windows (gradients add up), ties (integer-valued inputs: the
+// first maximum of a window takes the gradient, as on the CPU), global average pooling; errors.
+#include <string>
+#include <vector>
+
+#include "gpu/op_harness.h"
+
+namespace mixprec::testing {
+namespace {
+
+std::vector<OpCase> pool_cases(bool integer_valued) {
+  std::vector<OpCase> cases;
+  struct Geometry {
+    std::string name;
+    Shape x;
+    Pool2dOptions options;
+  };
+  const std::vector<Geometry> geometries = {
+      {"2x2 valid", {2, 8, 6, 5}, {}},
+      {"3x3 stride 2 same, odd input", {2, 9, 7, 4}, {{3, 3}, {2, 2}, Padding::same}},
+      {"3x3 stride 1 same (overlapping)", {1, 6, 7, 3}, {{3, 3}, {1, 1}, Padding::same}},
+      {"2x3 stride (1, 2) valid", {3, 5, 9, 2}, {{2, 3}, {1, 2}, Padding::valid}},
+  };
+  for (const Geometry& g : geometries) {
+    const Pool2dOptions o = g.options;
+    InputSpec in{g.x, -2, 2, integer_valued};
+    cases.push_back(
+        {"max " + g.name, [o](const std::vector<Tensor>& x) { return max_pool2d(x[0], o); }, {in}});
+    cases.push_back(
+        {"avg " + g.name, [o](const std::vector<Tensor>& x) { return avg_pool2d(x[0], o); }, {in}});
+  }
+  return cases;
+}
+
+TEST(GpuPoolingTest, MaxAndAveragePoolingMatchTheCpu) {
+  MIXPREC_REQUIRE_GPU();
+  for (const OpCase& c : pool_cases(false)) {
+    for (DType dtype : float_dtypes()) expect_same_on_gpu(c, dtype);
+  }
+}
+
+TEST(GpuPoolingTest, TiesSendTheGradientToTheFirstMaximumLikeTheCpu) {
+  MIXPREC_REQUIRE_GPU();
+  // Integers in (-2, 2): every window has ties.
+  for (const OpCase& c : pool_cases(true)) {
+    for (DType dtype : {DType::float32, DType::bfloat16}) expect_same_on_gpu(c, dtype);
+  }
+}
+
+TEST(GpuPoolingTest, GlobalAveragePoolingMatchesTheCpu) {
+  MIXPREC_REQUIRE_GPU();
+  const OpCase c{"global_avg_pool2d",
+                 [](const std::vector<Tensor>& x) { return global_avg_pool2d(x[0]); },
+                 {{{3, 7, 5, 6}}}};
+  for (DType dtype : float_dtypes()) expect_same_on_gpu(c, dtype);
+}
+
+TEST(GpuPoolingTest, ErrorsNameTheProblem) {
+  MIXPREC_REQUIRE_GPU();
+  const Tensor x = on_gpu(sample({1, 3, 3, 2}, -1, 1, DType::float32, 1));
+  EXPECT_THROW(max_pool2d(x, {{4, 4}, {4, 4}, Padding::valid}), ValueError);  // window > input
+  EXPECT_THROW(avg_pool2d(x, {{2, 2}, {0, 2}, Padding::valid}), ValueError);  // stride 0
+  EXPECT_THROW(max_pool2d(on_gpu(sample({3, 3, 2}, -1, 1, DType::float32, 2))), ShapeError);
+  EXPECT_THROW(max_pool2d(x.to(DType::int32)), DTypeError);
+}
+
+}  // namespace
+}  // namespace mixprec::testing

@@ -1,0 +1,266 @@
+// Host-side decisions of the cuDNN convolution (backend/cuda/conv.h), testable without a GPU: the
+// accumulation and math types chosen per dtype, the split of TensorFlow's asymmetric `same` padding
+// into explicit padding plus cuDNN's symmetric padding, and the plan-cache key and its hash. Also
+// the host-side plans of the other convolutional-network kernels: the work split of the depthwise
+// filter gradient and of the batch-norm sums, and the bilinear-resize tables.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <unordered_set>
+#include <vector>
+
+#include "backend/cuda/batch_norm.h"
+#include "backend/cuda/conv.h"
+#include "backend/cuda/depthwise.h"
+#include "backend/cuda/image.h"
+#include "ops/window.h"
+
+namespace mixprec::cuda::detail {
+namespace {
+
+TEST(CudaConvPlanTest, AccumulationFollowsTheDtypeTable) {
+  EXPECT_EQ(conv_compute(DType::float32, Accumulation::float32), ConvCompute::float32);
+  EXPECT_EQ(conv_compute(DType::float32, Accumulation::compute_dtype), ConvCompute::float32);
+  EXPECT_EQ(conv_compute(DType::float16, Accumulation::float32), ConvCompute::float32);
+  EXPECT_EQ(conv_compute(DType::float16, Accumulation::compute_dtype), ConvCompute::float16);
+  // cuDNN has no bfloat16 accumulation: bfloat16 always accumulates in float32.
+  EXPECT_EQ(conv_compute(DType::bfloat16, Accumulation::compute_dtype), ConvCompute::float32);
+  EXPECT_EQ(conv_compute(DType::bfloat16, Accumulation::float32), ConvCompute::float32);
+  EXPECT_EQ(conv_compute(DType::float64, Accumulation::float32), ConvCompute::float64);
+}
+
+TEST(CudaConvPlanTest, TensorCoresOnlyWhereAllowed) {
+  EXPECT_EQ(conv_math(DType::float32, false), ConvMath::fma);  // true float32 unless TF32 is on
+  EXPECT_EQ(conv_math(DType::float32, true), ConvMath::tensor_op);
+  EXPECT_EQ(conv_math(DType::float16, false), ConvMath::tensor_op);
+  EXPECT_EQ(conv_math(DType::bfloat16, false), ConvMath::tensor_op);
+  EXPECT_EQ(conv_math(DType::float64, true), ConvMath::fma);
+}
+
+ConvGeometry geometry(std::int64_t in, std::int64_t kernel, std::int64_t stride,
+                      std::int64_t dilation, Padding padding) {
+  ConvGeometry g;
+  g.batch = 2, g.in_channels = 3, g.out_channels = 4, g.groups = 1;
+  g.in_h = in, g.in_w = in + 1;
+  g.kernel_h = kernel, g.kernel_w = kernel;
+  g.stride_h = g.stride_w = stride;
+  g.dilation_h = g.dilation_w = dilation;
+  const ops::WindowDim h =
+      ops::window_dim("t", "height", g.in_h, kernel, stride, dilation, padding);
+  const ops::WindowDim w = ops::window_dim("t", "width", g.in_w, kernel, stride, dilation, padding);
+  g.pad_top = h.pad_before, g.pad_bottom = h.pad_after, g.out_h = h.out;
+  g.pad_left = w.pad_before, g.pad_right = w.pad_after, g.out_w = w.out;
+  return g;
+}
+
+TEST(CudaConvPlanTest, AsymmetricSamePaddingBecomesExplicitRowsPlusSymmetricPadding) {
+  // in 6, kernel 3, stride 2, same: TensorFlow pads 0 on top and 1 at the bottom.
+  const CudnnPadding p = cudnn_padding(geometry(6, 3, 2, 1, Padding::same));
+  EXPECT_EQ(p.pad_h, 0);
+  EXPECT_EQ(p.extra_bottom, 1);
+  // in 5, kernel 3, stride 1: 1 and 1, nothing explicit.
+  const CudnnPadding q = cudnn_padding(geometry(5, 3, 1, 1, Padding::same));
+  EXPECT_EQ(q.pad_h, 1);
+  EXPECT_EQ(q.extra_bottom, 0);
+}
+
+// For every small geometry: cuDNN's output size on the explicitly padded input equals ours, and
+// every tap of every output reads the same input row as ours, inside cuDNN's padded extent.
+TEST(CudaConvPlanTest, CudnnGeometryReadsTheSameRowsAsTensorFlowPadding) {
+  int checked = 0;
+  for (Padding padding : {Padding::same, Padding::valid}) {
+    for (std::int64_t in = 1; in <= 12; ++in) {
+      for (std::int64_t kernel = 1; kernel <= 5; ++kernel) {
+        for (std::int64_t stride = 1; stride <= 3; ++stride) {
+          for (std::int64_t dilation = 1; dilation <= 2; ++dilation) {
+            const std::int64_t window = dilation * (kernel - 1) + 1;
+            if (padding == Padding::valid && window > in) continue;
+            const ConvGeometry g = geometry(in, kernel, stride, dilation, padding);
+            const CudnnPadding p = cudnn_padding(g);
+            SCOPED_TRACE(::testing::Message() << "in " << in << " kernel " << kernel << " stride "
+                                              << stride << " dilation " << dilation);
+            ASSERT_GE(p.extra_bottom, 0);
+            ASSERT_LE(p.extra_bottom, 1);
+            ASSERT_GE(p.extra_right, 0);
+            ASSERT_LE(p.extra_right, 1);
+            const std::int64_t padded = in + p.extra_bottom;
+            // cuDNN: out = (in' + 2 pad - window) / stride + 1.
+            EXPECT_EQ((padded + 2 * p.pad_h - window) / stride + 1, g.out_h);
+            for (std::int64_t o = 0; o < g.out_h; ++o) {
+              for (std::int64_t k = 0; k < kernel; ++k) {
+                const std::int64_t ours = o * stride - g.pad_top + k * dilation;
+                const std::int64_t theirs = o * stride - p.pad_h + k * dilation;
+                EXPECT_EQ(ours, theirs);
+                // Inside [-pad, padded + pad): rows >= in are the explicit zeros.
+                EXPECT_GE(theirs, -p.pad_h);
+                EXPECT_LT(theirs, padded + p.pad_h);
+                // A row ours treats as padding (outside [0, in)) is zero for cuDNN too.
+                if (ours >= in) EXPECT_LT(ours, padded + p.pad_h);
+              }
+            }
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 300);
+}
+
+TEST(CudaConvPlanTest, PlanKeyDescribesWhatCudnnSees) {
+  ConvGeometry g = geometry(6, 3, 2, 1, Padding::same);
+  g.groups = 1;
+  const ConvPlanKey k = make_plan_key(1, ConvPass::backward_data, g, DType::float16,
+                                      Accumulation::compute_dtype, false);
+  EXPECT_EQ(k.device, 1);
+  EXPECT_EQ(k.pass, ConvPass::backward_data);
+  EXPECT_EQ(k.dtype, DType::float16);
+  EXPECT_EQ(k.compute, ConvCompute::float16);
+  EXPECT_EQ(k.math, ConvMath::tensor_op);
+  EXPECT_EQ(k.in_h, 7);  // 6 + the explicit bottom row
+  EXPECT_EQ(k.in_w, 7);  // width 7: 1 and 1, symmetric, nothing explicit
+  EXPECT_EQ(k.pad_h, 0);
+  EXPECT_EQ(k.pad_w, 1);
+  EXPECT_EQ(k.batch, 2);
+  EXPECT_EQ(k.in_channels, 3);
+  EXPECT_EQ(k.out_channels, 4);
+  EXPECT_EQ(k.stride_h, 2);
+}
+
+TEST(CudaConvPlanTest, EveryFieldOfTheKeySeparatesPlans) {
+  const ConvPlanKey base = make_plan_key(0, ConvPass::forward, geometry(9, 3, 1, 1, Padding::same),
+                                         DType::float32, Accumulation::float32, false);
+  std::vector<ConvPlanKey> keys(20, base);
+  keys[1].device = 1;
+  keys[2].pass = ConvPass::backward_filters;
+  keys[3].dtype = DType::bfloat16;
+  keys[4].compute = ConvCompute::float16;
+  keys[5].math = ConvMath::tensor_op;
+  keys[6].batch += 1;
+  keys[7].in_h += 1;
+  keys[8].in_w += 1;
+  keys[9].in_channels += 3;
+  keys[10].out_channels += 1;
+  keys[11].kernel_h += 1;
+  keys[12].kernel_w += 1;
+  keys[13].groups = 3;
+  keys[14].pad_h += 1;
+  keys[15].pad_w += 1;
+  keys[16].stride_h += 1;
+  keys[17].stride_w += 1;
+  keys[18].dilation_h += 1;
+  keys[19].dilation_w += 1;
+  const ConvPlanKeyHash hash;
+  std::unordered_set<ConvPlanKey, ConvPlanKeyHash> set;
+  std::unordered_set<std::size_t> hashes;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (i > 0) EXPECT_FALSE(keys[i] == base) << "field " << i;
+    set.insert(keys[i]);
+    hashes.insert(hash(keys[i]));
+  }
+  EXPECT_EQ(set.size(), keys.size());
+  EXPECT_EQ(hashes.size(), keys.size());  // no collisions among these neighbours
+  // Equal keys hash equally and find each other.
+  const ConvPlanKey copy = base;
+  EXPECT_EQ(hash(copy), hash(base));
+  EXPECT_EQ(set.count(copy), 1u);
+}
+
+TEST(CudaConvPlanTest, WorkspaceLimitIsAFewHundredMebibytes) {
+  EXPECT_EQ(kMaxConvWorkspace, std::size_t{256} << 20);
+}
+
+TEST(CudaConvPlanTest, DepthwiseFilterGradientChunksCoverTheRows) {
+  kernels::DepthwiseGeometry g;
+  g.batch = 4, g.out_h = 10, g.channels = 32, g.multiplier = 1, g.kernel_h = 3, g.kernel_w = 3;
+  // Rounding every partial sum fixes the order: one chunk.
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, kernels::DepthwiseSum::storage), 1);
+  const std::int64_t chunks = kernels::depthwise_filter_chunks(g, kernels::DepthwiseSum::float32);
+  EXPECT_GE(chunks, 1);
+  EXPECT_LE(chunks, g.batch * g.out_h);  // never more chunks than rows
+  // A huge filter leaves one chunk; a tiny one as many as there are rows.
+  g.channels = 1 << 20;
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, kernels::DepthwiseSum::float32), 1);
+  g.channels = 1, g.kernel_h = g.kernel_w = 1, g.batch = 64, g.out_h = 112;
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, kernels::DepthwiseSum::float32), 64 * 112);
+}
+
+TEST(CudaConvPlanTest, BatchNormPartsStayWithinTheRows) {
+  EXPECT_EQ(kernels::batch_norm_parts(1, 3), 1);
+  EXPECT_EQ(kernels::batch_norm_parts(5, 3), 5);
+  const std::int64_t parts = kernels::batch_norm_parts(401408, 32);
+  EXPECT_GE(parts, 1024);  // enough threads to fill a GPU
+  EXPECT_LE(parts * 32, std::int64_t{1} << 17);
+  EXPECT_EQ(kernels::batch_norm_parts(1000, std::int64_t{1} << 20), 1);
+}
+
+TEST(CudaConvPlanTest, ResizeTapsUseHalfPixelCenters) {
+  // 4 -> 8: s = (o + 0.5) / 2 - 0.5 = o / 2 - 0.25, clamped at 0; the last output repeats row 3.
+  const std::vector<ResizeTap> t = resize_taps(4, 8, DType::float32);
+  ASSERT_EQ(t.size(), 8u);
+  const std::int64_t i0[] = {0, 0, 0, 1, 1, 2, 2, 3};
+  const double w[] = {0, 0.25, 0.75, 0.25, 0.75, 0.25, 0.75, 0};
+  for (int o = 0; o < 8; ++o) {
+    EXPECT_EQ(t[o].i0, i0[o]) << o;
+    EXPECT_EQ(t[o].i1, std::min<std::int64_t>(i0[o] + 1, 3)) << o;
+    EXPECT_DOUBLE_EQ(t[o].w, w[o]) << o;
+  }
+  // 3 -> 2 (downsampling by 1.5): s = 0.25 and 1.75.
+  const std::vector<ResizeTap> d = resize_taps(3, 2, DType::float64);
+  EXPECT_EQ(d[0].i0, 0);
+  EXPECT_DOUBLE_EQ(d[0].w, 0.25);
+  EXPECT_EQ(d[1].i0, 1);
+  EXPECT_DOUBLE_EQ(d[1].w, 0.75);
+  // float32 weights are float values: 1/3 rounds.
+  const std::vector<ResizeTap> f = resize_taps(1, 3, DType::float32);
+  for (const ResizeTap& tap : f) {
+    EXPECT_EQ(tap.i0, 0);
+    EXPECT_EQ(tap.i1, 0);
+    EXPECT_EQ(tap.w, 0);
+  }
+  const std::vector<ResizeTap> third = resize_taps(2, 3, DType::float32);
+  EXPECT_EQ(third[1].w, static_cast<double>(static_cast<float>(0.5)));
+}
+
+// The adjoint tables hold exactly the forward weights, transposed, in increasing output order.
+TEST(CudaConvPlanTest, ResizeSourcesAreTheTransposeOfTheTaps) {
+  for (DType dtype : {DType::float32, DType::float64}) {
+    for (std::int64_t in : {1, 2, 3, 5, 8}) {
+      for (std::int64_t out : {1, 2, 4, 7, 16}) {
+        SCOPED_TRACE(::testing::Message() << in << " -> " << out);
+        const std::vector<ResizeTap> t = resize_taps(in, out, dtype);
+        std::map<std::pair<std::int64_t, std::int64_t>, double> forward, adjoint;
+        for (std::int64_t o = 0; o < out; ++o) {
+          const ResizeTap& tap = t[static_cast<std::size_t>(o)];
+          const double one_minus = dtype == DType::float64
+                                       ? 1.0 - tap.w
+                                       : static_cast<double>(1.0f - static_cast<float>(tap.w));
+          forward[{tap.i0, o}] += one_minus;
+          if (tap.w != 0) forward[{tap.i1, o}] += tap.w;
+        }
+        const ResizeSources s = resize_sources(t, in, dtype);
+        ASSERT_EQ(s.first.size(), static_cast<std::size_t>(in) + 1);
+        EXPECT_EQ(s.first.front(), 0);
+        EXPECT_EQ(static_cast<std::size_t>(s.first.back()), s.source.size());
+        for (std::int64_t i = 0; i < in; ++i) {
+          std::int64_t previous = -1;
+          for (std::int64_t k = s.first[i]; k < s.first[i + 1]; ++k) {
+            EXPECT_GE(s.source[k], previous);  // output order
+            previous = s.source[k];
+            adjoint[{i, s.source[k]}] += s.weight[k];
+          }
+        }
+        EXPECT_EQ(adjoint, forward);
+        // Each output's weights sum to 1 (up to the rounding of 1 - w).
+        std::vector<double> total(static_cast<std::size_t>(out), 0.0);
+        for (const auto& [key, value] : adjoint)
+          total[static_cast<std::size_t>(key.second)] += value;
+        for (double v : total) EXPECT_NEAR(v, 1.0, 1e-7);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mixprec::cuda::detail
