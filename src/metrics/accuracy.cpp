@@ -1,10 +1,14 @@
 // Accuracy, SparseCategoricalAccuracy, CategoricalAccuracy and BinaryAccuracy: each batch adds
-// (matches, comparisons) to the running ratio. Comparisons run on host copies in double (and
-// argmax on the stored values), so 16-bit predictions need no cast.
+// (matches, comparisons) to the running ratio. On the CPU the comparisons run on host copies in
+// double (and argmax on the stored values), so 16-bit predictions need no cast. On a CUDA device
+// the same comparisons run there (values widened to float64, exact for every stored dtype, argmax
+// on the stored values) and the matches are counted into a device accumulator: no copy to the
+// host per batch (metric_impl.h).
 #include <string>
 #include <vector>
 
 #include "metrics/metric_impl.h"
+#include "mixprec/creation.h"
 #include "mixprec/error.h"
 #include "mixprec/metrics.h"
 #include "mixprec/ops.h"
@@ -54,12 +58,31 @@ void check_class_axis(const std::string& metric, const Tensor& y_pred) {
   }
 }
 
+// ---- the device path: counts stay on the GPU ----
+
+bool on_device(const Tensor& y_pred) { return y_pred.device().is_cuda(); }
+
+// y_true where y_pred is (a batch's labels may still be on the host when a user calls
+// update_state directly).
+Tensor beside(const Tensor& y_true, const Tensor& y_pred) { return y_true.to(y_pred.device()); }
+
+// (numel,) float64 values of `t`.
+Tensor flat_float64(const Tensor& t) { return t.to(DType::float64).reshape(Shape{t.numel()}); }
+
+// The number of true elements of a bool tensor, as a float64 scalar on its device.
+Tensor count_true(const Tensor& matches) { return sum(matches.to(DType::float64)); }
+
 class AccuracyImpl final : public detail::MetricImpl {
  public:
   using MetricImpl::MetricImpl;
   void update(const Tensor& y_true, const Tensor& y_pred) override {
     check_defined(name(), y_true, y_pred);
     check_matching(name(), y_true, y_pred);
+    if (on_device(y_pred)) {
+      add_on_device(count_true(equal(flat_float64(beside(y_true, y_pred)), flat_float64(y_pred))),
+                    static_cast<double>(y_pred.numel()));
+      return;
+    }
     const std::vector<double> t = y_true.to_vector<double>();
     const std::vector<double> p = y_pred.to_vector<double>();
     double matches = 0.0;
@@ -84,6 +107,13 @@ class SparseCategoricalAccuracyImpl final : public detail::MetricImpl {
                        "; expected labels of shape " + batch.to_string() + " or " +
                        Shape(with_one).to_string());
     }
+    if (on_device(y_pred)) {
+      const Tensor predicted = argmax(y_pred, -1);  // int64, exact in float64
+      add_on_device(
+          count_true(equal(flat_float64(beside(y_true, y_pred)), flat_float64(predicted))),
+          static_cast<double>(predicted.numel()));
+      return;
+    }
     const std::vector<double> labels = y_true.to_vector<double>();
     const std::vector<std::int64_t> predicted = argmax(y_pred, -1).to_vector<std::int64_t>();
     double matches = 0.0;
@@ -106,6 +136,12 @@ class CategoricalAccuracyImpl final : public detail::MetricImpl {
                        " but y_pred has shape " + y_pred.shape().to_string() +
                        "; one-hot targets must have the predictions' shape");
     }
+    if (on_device(y_pred)) {
+      const Tensor predicted = argmax(y_pred, -1);
+      add_on_device(count_true(equal(argmax(beside(y_true, y_pred), -1), predicted)),
+                    static_cast<double>(predicted.numel()));
+      return;
+    }
     const std::vector<std::int64_t> a = argmax(y_true, -1).to_vector<std::int64_t>();
     const std::vector<std::int64_t> b = argmax(y_pred, -1).to_vector<std::int64_t>();
     double matches = 0.0;
@@ -122,6 +158,15 @@ class BinaryAccuracyImpl final : public detail::MetricImpl {
     check_defined(name(), y_true, y_pred);
     check_floating_pred(name(), y_pred);
     check_matching(name(), y_true, y_pred);
+    if (on_device(y_pred)) {
+      // (p > threshold) as 0/1, compared with the targets: the host path's arithmetic.
+      const Tensor threshold =
+          scalar(threshold_, {.dtype = DType::float64, .device = y_pred.device()});
+      const Tensor above = greater(flat_float64(y_pred), threshold).to(DType::float64);
+      add_on_device(count_true(equal(above, flat_float64(beside(y_true, y_pred)))),
+                    static_cast<double>(y_pred.numel()));
+      return;
+    }
     const std::vector<double> t = y_true.to_vector<double>();
     const std::vector<double> p = y_pred.to_vector<double>();
     double matches = 0.0;

@@ -9,6 +9,7 @@
 #include "mixprec/creation.h"
 #include "mixprec/error.h"
 #include "mixprec/metrics.h"
+#include "mixprec/ops.h"
 
 namespace mixprec::metrics {
 
@@ -23,6 +24,26 @@ void MetricImpl::update_values(const Tensor&) {
   throw ValueError("metric '" + name_ + "' takes update_state(y_true, y_pred), not one tensor");
 }
 
+double MetricImpl::result() const {
+  // The device part is exact: sums of whole counts (or of float64 values) in float64.
+  const double total = total_ + (device_total_.defined() ? device_total_.item() : 0.0);
+  return count_ > 0.0 ? total / count_ : 0.0;
+}
+
+void MetricImpl::reset() {
+  total_ = count_ = 0.0;
+  device_total_ = Tensor();
+}
+
+void MetricImpl::add_on_device(const Tensor& total, double count) {
+  // A batch on another device than the earlier ones (rare): move the accumulator along.
+  if (device_total_.defined() && !(device_total_.device() == total.device())) {
+    device_total_ = device_total_.to(total.device());
+  }
+  device_total_ = device_total_.defined() ? mixprec::add(device_total_, total) : total;
+  count_ += count;
+}
+
 namespace {
 
 class MeanImpl final : public MetricImpl {
@@ -33,6 +54,10 @@ class MeanImpl final : public MetricImpl {
     if (values.dtype() == DType::bool_) {
       throw DTypeError("Mean '" + name() + "': expects numeric values, got bool " +
                        values.shape().to_string() + "; cast with .to(mixprec::kFloat32)");
+    }
+    if (values.device().is_cuda()) {
+      add_on_device(sum(values.to(DType::float64)), static_cast<double>(values.numel()));
+      return;
     }
     const std::vector<double> v = values.to_vector<double>();
     double total = 0.0;
@@ -64,7 +89,10 @@ void Metric::update_state(const Tensor& values) {
   NoGradScope no_grad;
   checked_impl().update_values(values);
 }
-void Metric::update_state(double value) { update_state(scalar(value, {.dtype = DType::float64})); }
+// A host number stays on the host (whatever the default device): counted without a copy.
+void Metric::update_state(double value) {
+  update_state(scalar(value, {.dtype = DType::float64, .device = Device::cpu()}));
+}
 double Metric::result() const { return checked_impl().result(); }
 void Metric::reset_state() { checked_impl().reset(); }
 const std::string& Metric::name() const { return checked_impl().name(); }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "data/prefetch.h"
 #include "mixprec/autograd.h"
 #include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/data/dataset.h"
@@ -37,10 +38,12 @@ Scores evaluate_pipeline(const Model& model, models::TrainingState& state,
   models::reset_metrics(state);
   NoGradScope no_grad;
   const data::Epoch epoch = data.dataset().batches(batch_size);
+  // Batches on the model's device, prefetched by a producer thread on a GPU (data/prefetch.h).
+  data::Prefetcher batches(data, epoch, data::prefetch_options_for(models::model_device(model)));
   std::optional<callbacks::ProgressBar> progress = models::make_progress(verbose);
   if (progress) progress->start(epoch.size());
   for (std::int64_t i = 0; i < epoch.size(); ++i) {
-    const data::Batch batch = data.apply(epoch.batch(i));
+    const data::Batch batch = batches.next();
     const Tensor y_pred = model(batch.x, CallOptions{.training = false});
     state.loss_tracker.add(models::batch_loss(state, batch.y, y_pred), batch.x.dim(0));
     for (metrics::Metric& m : state.metrics) m.update_state(batch.y, y_pred);
@@ -57,12 +60,14 @@ Scores evaluate_pipeline(const Model& model, models::TrainingState& state,
 Tensor predict_pipeline(Model& model, const data::Pipeline& data, const PredictOptions& options) {
   NoGradScope no_grad;
   const data::Epoch epoch = data.dataset().batches(options.batch_size);
+  // The outputs stay on the model's device (as model(x) does); the inputs are prefetched there.
+  data::Prefetcher batches(data, epoch, data::prefetch_options_for(models::model_device(model)));
   std::optional<callbacks::ProgressBar> progress = models::make_progress(options.verbose);
   if (progress) progress->start(epoch.size());
   std::vector<Tensor> outputs;
   outputs.reserve(static_cast<std::size_t>(epoch.size()));
   for (std::int64_t i = 0; i < epoch.size(); ++i) {
-    outputs.push_back(model(data.apply(epoch.batch(i)).x, CallOptions{.training = false}));
+    outputs.push_back(model(batches.next().x, CallOptions{.training = false}));
     if (progress && progress->due()) progress->update(i + 1, {});
   }
   if (progress) progress->finish({});

@@ -9,11 +9,13 @@
 #include <variant>
 #include <vector>
 
+#include "data/prefetch.h"
 #include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/data/dataset.h"
 #include "mixprec/data/pipeline.h"
 #include "mixprec/error.h"
 #include "mixprec/models/model.h"
+#include "models/step_timer.h"
 #include "models/training_state.h"
 
 namespace mixprec {
@@ -21,10 +23,6 @@ namespace mixprec {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double milliseconds(Clock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
 
 // A pipeline to train or validate on: targets and at least one sample.
 void check_pipeline(const Model& model, const data::Pipeline& p, const char* what) {
@@ -112,29 +110,35 @@ History fit_pipeline(Model& model, models::TrainingState& state, const data::Pip
 
   const std::optional<mixed_precision::LossScaleOptimizer>& lso = state.loss_scale;
   std::optional<std::vector<Tensor>> variables;  // fetched by the first step, then reused
+  // Batches go where the model computes. On a GPU a producer thread assembles the next batches
+  // and queues their copies while this thread queues the step (data/prefetch.h); on the CPU
+  // they are assembled here, in the loop, as always.
+  const data::PrefetchOptions prefetch = data::prefetch_options_for(models::model_device(model));
+  models::StepTimer timer(prefetch.device);
   History history;
   for (int e = 1; e <= options.epochs; ++e) {
     const Clock::time_point epoch_start = Clock::now();
     models::reset_metrics(state);
-    const data::Epoch epoch = loader.next_epoch();
+    const data::Epoch epoch = loader.next_epoch();  // the shuffle draws here, on this thread
     const std::int64_t skipped_before = lso ? lso->skipped_steps() : 0;
     EpochLog log;
     log.epoch = e;
-    log.step_ms.reserve(static_cast<std::size_t>(epoch.size()));
     if (progress) {
       progress->start(epoch.size(),
                       "Epoch " + std::to_string(e) + "/" + std::to_string(options.epochs));
     }
 
+    // Stopped and joined when this epoch's scope ends, also by an exception.
+    data::Prefetcher batches(train, epoch, prefetch);
     for (std::int64_t i = 0; i < epoch.size(); ++i) {
       try {
         // Batch assembly: the rows in this epoch's order, then the pipeline's steps.
-        const data::Batch batch = train.apply(epoch.batch(i));
+        const data::Batch batch = batches.next();
         // step_ms: the optimisation step itself (forward, backward, update, metrics), without
-        // batch assembly or printing.
-        const Clock::time_point t0 = Clock::now();
+        // batch assembly or printing; on a GPU measured there with events (step_timer.h).
+        timer.step_started();
         models::train_step(model, state, batch.x, batch.y, variables, {e, i + 1});
-        log.step_ms.push_back(milliseconds(Clock::now() - t0));
+        timer.step_finished();
       } catch (...) {
         if (progress) progress->interrupt();
         throw;
@@ -146,6 +150,7 @@ History fit_pipeline(Model& model, models::TrainingState& state, const data::Pip
       }
     }
 
+    log.step_ms = timer.take_times();
     log.skipped_steps = lso ? lso->skipped_steps() - skipped_before : 0;
     if (lso) log.loss_scale = lso->loss_scale();
     std::vector<callbacks::ProgressValue> shown = progress_values(state, log.skipped_steps);

@@ -183,13 +183,16 @@ void train_step(const Model& model, TrainingState& state, const Tensor& x_batch,
   if (!variables) variables = model.trainable_variables();
   const Tensor loss = batch_loss(state, y, y_pred);
 
+  // Host synchronisation rule (training_state.h, LossTracker): on a CUDA device nothing below
+  // reads a value back per step; the loss-scale state is read every kStuckScaleCheckSteps steps.
+  const bool on_gpu = device.is_cuda();
   bool stepped = false;
-  double scale = 0.0;  // the loss scale this step ran with
+  double scale = 0.0;  // the loss scale this step ran with (CPU only: reading it syncs a GPU)
   if (!variables->empty()) {
     std::vector<Tensor> grads;
     if (state.loss_scale) {
       const mixed_precision::LossScaleOptimizer& lso = *state.loss_scale;
-      scale = lso.loss_scale();
+      if (!on_gpu) scale = lso.loss_scale();
       grads = lso.get_unscaled_gradients(grad(lso.get_scaled_loss(loss), *variables));
     } else {
       grads = grad(loss, *variables);
@@ -211,12 +214,25 @@ void train_step(const Model& model, TrainingState& state, const Tensor& x_batch,
   // Halving cannot help once a dynamic scale is at 1, nor ever for a fixed scale: a run of
   // skipped steps there means training makes no progress.
   const mixed_precision::LossScaleOptimizer& lso = *state.loss_scale;
-  if (!(lso.last_step_skipped() && (scale <= 1.0 || !lso.dynamic()))) {
+  if (on_gpu) {
+    // The GPU keeps the count of consecutive skipped steps itself; read it (and the scale) every
+    // kStuckScaleCheckSteps steps. A dynamic scale halves on each skipped step, so a run of
+    // kStuckScaleSteps skips that ends at scale 1 includes the ~15 halvings from 2^15: the error
+    // may come up to that many steps sooner than on the CPU, and up to kStuckScaleCheckSteps later.
+    if (++state.steps_since_scale_check < kStuckScaleCheckSteps) return;
+    state.steps_since_scale_check = 0;
+    scale = lso.loss_scale();
+    if (lso.consecutive_skipped_steps() < kStuckScaleSteps || !(scale <= 1.0 || !lso.dynamic())) {
+      return;
+    }
+  } else {
+    if (!(lso.last_step_skipped() && (scale <= 1.0 || !lso.dynamic()))) {
+      state.skipped_at_floor = 0;
+      return;
+    }
+    if (++state.skipped_at_floor < kStuckScaleSteps) return;
     state.skipped_at_floor = 0;
-    return;
   }
-  if (++state.skipped_at_floor < kStuckScaleSteps) return;
-  state.skipped_at_floor = 0;
   const std::string where = position.epoch > 0 ? "fit(), epoch " + std::to_string(position.epoch) +
                                                      ", step " + std::to_string(position.step)
                                                : std::string("train_on_batch()");

@@ -16,6 +16,7 @@
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/models/model.h"
 #include "mixprec/models/training.h"
+#include "mixprec/ops.h"
 #include "mixprec/optimizers/optimizer.h"
 #include "models/model_impl.h"
 
@@ -27,19 +28,44 @@ namespace mixprec::models {
 // room for a burst of bad batches yet stops a doomed run early.
 inline constexpr std::int64_t kStuckScaleSteps = 100;
 
+// How often train_step reads the loss-scale state back from a GPU for the stuck-scale check: every
+// step on the CPU (a plain memory read), every kStuckScaleCheckSteps steps on CUDA (each read
+// waits for the GPU to finish the queued steps; every 50 steps that costs well under 1%).
+inline constexpr std::int64_t kStuckScaleCheckSteps = 50;
+
 // The batch-size-weighted mean of the batch losses (Keras's loss tracker): sum(loss_b * n_b) /
 // sum(n_b), so an epoch's loss is the mean over samples even when the last batch is smaller.
+//
+// Host synchronisation rule of the training loop: on a CUDA device nothing per step reads a value
+// back to the host. The loss is summed into a float64 device scalar here (the batch size is a
+// host number), the metrics count on the device (src/metrics/metric_impl.h), the loss-scale
+// state is read every kStuckScaleCheckSteps steps, and the progress output reads values only when
+// it redraws (at most ~10 times a second) and at the end of an epoch. On the CPU every read is a
+// plain memory access and happens every step, as before.
 struct LossTracker {
   double total = 0.0;
   double count = 0.0;
-  // Reads the scalar loss on the host. On the CPU backend that is a plain memory read; a device
-  // backend should accumulate on the device here and read only when the value is shown.
+  Tensor device_total;  // float64 scalar on the GPU of the losses; undefined on the CPU
+
   void add(const Tensor& loss, std::int64_t batch) {
-    total += loss.item() * static_cast<double>(batch);
     count += static_cast<double>(batch);
+    if (loss.device().is_cuda()) {
+      // Stream-ordered: (loss as float64) * batch added to the running sum, all on the GPU.
+      const Tensor weighted = mul(loss.to(DType::float64), static_cast<double>(batch));
+      device_total = device_total.defined() ? mixprec::add(device_total, weighted) : weighted;
+      return;
+    }
+    total += loss.item() * static_cast<double>(batch);
   }
-  double result() const { return count > 0.0 ? total / count : 0.0; }
-  void reset() { total = count = 0.0; }
+  // Reads the device sum when there is one (waits for the GPU).
+  double result() const {
+    if (count <= 0.0) return 0.0;
+    return (total + (device_total.defined() ? device_total.item() : 0.0)) / count;
+  }
+  void reset() {
+    total = count = 0.0;
+    device_total = Tensor();
+  }
 };
 
 struct TrainingState {
@@ -51,8 +77,10 @@ struct TrainingState {
   std::vector<metrics::Metric> metrics;  // compile order
   bool mixed_policy = false;             // the model or one of its layers uses a mixed_* policy
   bool outputs_checked = false;          // the output-dtype warning ran (deferred when unbuilt)
-  // Consecutive skipped steps at a scale that cannot go lower (1, or a fixed scale).
+  // Consecutive skipped steps at a scale that cannot go lower (1, or a fixed scale); CPU only.
   std::int64_t skipped_at_floor = 0;
+  // CUDA: steps since the loss-scale state was last read back (see kStuckScaleCheckSteps).
+  std::int64_t steps_since_scale_check = 0;
 };
 
 // Where a step is, for error messages; epoch 0 means train_on_batch().

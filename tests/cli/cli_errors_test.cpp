@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli_support.h"
+#include "mixprec/physical_devices.h"
 
 namespace mixprec::cli_test {
 namespace {
@@ -225,6 +226,16 @@ TEST_F(CliErrors, LabelOutOfRangeIsRejected) {
 TEST_F(CliErrors, CudaDeviceWithoutTheBackend) {
   if (MIXPREC_HAVE_CUDA) GTEST_SKIP() << "this build has a CUDA backend";
   expect_error(train({"--device", "cuda"}), 1, {"this build of mixprec has no CUDA backend"});
+}
+
+// A CUDA build on a machine without a usable GPU (no driver, no device): --device cuda is a run
+// error that says so; --device auto trains on the CPU.
+TEST_F(CliErrors, CudaDeviceWithoutAGpu) {
+  if (!MIXPREC_HAVE_CUDA) GTEST_SKIP() << "this build has no CUDA backend";
+  if (!list_physical_devices("GPU").empty()) GTEST_SKIP() << "this machine has a GPU";
+  expect_error(train({"--device", "cuda"}), 1, {"--device cuda", "no usable CUDA GPU"});
+  const CliResult automatic = train({"--device", "auto"});
+  EXPECT_EQ(automatic.exit_code, 0) << automatic.err;
 }
 
 TEST_F(CliErrors, UnwritableMetricsJsonFailsAfterTheRun) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli_support.h"
+#include "mixprec/physical_devices.h"
 
 namespace mixprec::cli_test {
 namespace {
@@ -195,6 +196,46 @@ TEST_F(CliRun, CompareTablesOneRowPerPolicy) {
     EXPECT_EQ(c["runs"][i].at("batch_size"), 50);
     EXPECT_EQ(c["runs"][i].at("epochs").size(), 1u);
   }
+}
+
+// `mixprec compare --device cuda` prints the seed-style table with every policy trained on the GPU
+// (SKIPPED without one; the GPU tests proper are in tests/gpu).
+TEST_F(CliRun, CompareOnCudaPrintsTheSeedTable) {
+  if (!MIXPREC_HAVE_CUDA || list_physical_devices("GPU").empty()) {
+    GTEST_SKIP() << "no usable CUDA GPU";
+  }
+  const std::string path = data_.file("compare_cuda.json");
+  const auto r = run_cli({"compare", "--device", "cuda", "--dataset", dataset(), "--units", "16",
+                          "--epochs", "1", "--batch-size", "50", "--verbose", "0", "--json", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("device cuda:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("steps timed on the GPU"), std::string::npos) << r.out;
+  const auto lines = lines_of(r.out);
+  std::size_t header = lines.size();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].rfind("policy ", 0) == 0) header = i;
+  }
+  ASSERT_LT(header + 3, lines.size()) << r.out;
+  const std::vector<std::string> policies = {"float32", "mixed_float16", "mixed_bfloat16"};
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    const std::string& row = lines[header + 1 + i];
+    EXPECT_EQ(row.rfind(policies[i] + " ", 0), 0u) << row;
+    std::istringstream fields(row);
+    std::string name, unit, scale;
+    double s_per_epoch = 0, samples = 0, step = 0, mib = 0, acc = -1;
+    long long skipped = -1;
+    fields >> name >> s_per_epoch >> samples >> step >> mib >> unit >> scale >> skipped >> acc;
+    ASSERT_FALSE(fields.fail()) << row;
+    EXPECT_GT(samples, 0.0) << row;
+    EXPECT_GT(step, 0.0) << row;
+    EXPECT_GT(mib, 0.0) << row;  // the GPU's peak: the model, slots and batches live there
+    EXPECT_EQ(scale == "-", policies[i] != "mixed_float16") << row;
+    EXPECT_GE(acc, 0.0);
+    EXPECT_LE(acc, 1.0);
+  }
+  const json c = read_json(path);
+  EXPECT_EQ(c.at("device"), "cuda:0");
+  ASSERT_EQ(c.at("runs").size(), policies.size());
 }
 
 TEST(CliBench, WritesADesignSection5Row) {

@@ -49,7 +49,27 @@ std::vector<std::string> CliResult::err_lines() const {
   return lines;
 }
 
-CliResult run_cli(const std::vector<std::string>& args) {
+namespace {
+
+// The command-line tests expect CPU runs (tiny data, the CPU defaults, "device": "cpu"), but
+// --device auto picks a GPU where there is one: train, compare and bench get --device cpu unless
+// the test names a device itself (the tests about devices do).
+std::vector<std::string> on_the_cpu_unless_told(const std::vector<std::string>& args) {
+  if (args.empty() || (args[0] != "train" && args[0] != "compare" && args[0] != "bench")) {
+    return args;
+  }
+  for (const std::string& a : args) {
+    if (a == "--device" || a.rfind("--device=", 0) == 0) return args;
+  }
+  std::vector<std::string> pinned = args;
+  pinned.insert(pinned.begin() + 1, {"--device", "cpu"});
+  return pinned;
+}
+
+}  // namespace
+
+CliResult run_cli(const std::vector<std::string>& given) {
+  const std::vector<std::string> args = on_the_cpu_unless_told(given);
   TempDir capture;
   const std::string out_path = capture.file("stdout"), err_path = capture.file("stderr");
   posix_spawn_file_actions_t actions;

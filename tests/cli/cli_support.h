@@ -19,7 +19,8 @@ struct CliResult {
   std::vector<std::string> err_lines() const;
 };
 
-// Runs MIXPREC_CLI_BINARY with `args` (no shell involved) and waits for it.
+// Runs MIXPREC_CLI_BINARY with `args` (no shell involved) and waits for it. train, compare and
+// bench run with --device cpu unless `args` name a --device (see cli_support.cpp).
 CliResult run_cli(const std::vector<std::string>& args);
 
 using testing::TempDir;

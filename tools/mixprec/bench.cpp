@@ -50,12 +50,16 @@ TimedSteps time_steps(Model& model, const BenchOptions& options, const std::stri
   // Memory where the model lives (a GPU's memory for a model on one, not the host's).
   const std::vector<Tensor> variables = model.variables();
   const Device device = variables.empty() ? Device::cpu() : variables.front().device();
+  // The batch lives where the model does before timing starts (a GPU run times the step, not a
+  // host-to-device copy of the same batch every time).
+  const Tensor x_here = x.to(device), y_here = y.to(device);
   reset_peak_memory_stats(device);
-  for (int i = 0; i < options.warmup; ++i) model.train_on_batch(x, y);
+  for (int i = 0; i < options.warmup; ++i) model.train_on_batch(x_here, y_here);
   TimedSteps out;
   for (int i = 0; i < options.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    model.train_on_batch(x, y);  // returns the loss as a host number: the step has finished
+    model.train_on_batch(x_here,
+                         y_here);  // returns the loss as a host number: the step has finished
     out.step_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
@@ -118,8 +122,12 @@ void bench_mlp(const BenchOptions& options, const Invocation& invocation, const 
   }
   const Tensor y = from_vector(labels, {config.batch_size});
 
-  Model model = applications::mlp(mlp_options);
-  const TimedSteps t = time_steps(model, options, config.optimizer, x, y);
+  TimedSteps t;
+  {
+    DeviceScope on_device(config.device.device);  // the model's variables go there
+    Model model = applications::mlp(mlp_options);
+    t = time_steps(model, options, config.optimizer, x, y);
+  }
   mixed_precision::set_global_policy(previous);
 
   const StepStats s = step_stats(t.step_ms);
@@ -208,8 +216,12 @@ void bench_images(const BenchOptions& options, const Invocation& invocation, Run
       model_pipeline(images.pipeline(config.batch_size), geometry, config.model, config.input_size);
   const data::Batch batch = pipeline.batch(0, config.batch_size);
 
-  Model model = build_model(config.model, shape);
-  const TimedSteps t = time_steps(model, options, config.optimizer, batch.x, batch.y);
+  TimedSteps t;
+  {
+    DeviceScope on_device(config.device.device);  // the model's variables go there
+    Model model = build_model(config.model, shape);
+    t = time_steps(model, options, config.optimizer, batch.x, batch.y);
+  }
   mixed_precision::set_global_policy(previous);
 
   const StepStats s = step_stats(t.step_ms);

@@ -101,11 +101,15 @@ void run_compare(const CompareOptions& options, const Invocation& invocation) {
   const CompareTableStyle style{.batch_column = images || !options.batch_sizes.empty(),
                                 .throughput = images ? "images/s" : "samples/s"};
   print_compare_table(runs, stdout, style);
-  std::printf(
-      "(s/epoch: wall time incl. validation; %s: training %s / time in steps%s; "
-      "peak mem: tensor memory above the loaded data set)\n",
-      style.throughput, images ? "images" : "samples",
-      images ? ", per-batch preprocessing excluded" : "");
+  // On a GPU the step times come from CUDA events (GPU time per step) and the peak is the GPU's
+  // (the data set stays on the host).
+  const std::string memory_note =
+      config.device.is_gpu
+          ? "steps timed on the GPU; peak mem: tensor memory on " + config.device.device.to_string()
+          : std::string("peak mem: tensor memory above the loaded data set");
+  std::printf("(s/epoch: wall time incl. validation; %s: training %s / time in steps%s; %s)\n",
+              style.throughput, images ? "images" : "samples",
+              images ? ", per-batch preprocessing excluded" : "", memory_note.c_str());
   if (!options.json_path.empty()) {
     nlohmann::ordered_json out = {{"command", invocation.command_line},
                                   {"date", utc_date()},

@@ -30,6 +30,25 @@ void print_epoch(const EpochLog& log, int epochs) {
   std::fflush(stdout);
 }
 
+// Where the model computes: its variables' device (batches come from CPU data sets).
+Device model_device(const Model& model) {
+  const std::vector<Tensor> variables = model.variables();
+  return variables.empty() ? Device::cpu() : variables.front().device();
+}
+
+// The pipeline's batch, assembled on the CPU (the run's default device may be a GPU), then moved
+// to `device` (no copy when it is the CPU).
+data::Batch on_device(const data::Pipeline& pipeline, const data::Batch& rows, Device device) {
+  data::Batch batch;
+  {
+    DeviceScope host(Device::cpu());
+    batch = pipeline.apply(rows);
+  }
+  batch.x = batch.x.to(device);
+  if (batch.y.defined()) batch.y = batch.y.to(device);
+  return batch;
+}
+
 }  // namespace
 
 LossAndAccuracy evaluate_in_batches(Model& model, const data::Pipeline& data,
@@ -40,8 +59,9 @@ LossAndAccuracy evaluate_in_batches(Model& model, const data::Pipeline& data,
   // Keras weights each batch's mean loss by its size, so a short last batch counts less.
   double loss_sum = 0.0;
   std::int64_t count = 0;
+  const Device device = model_device(model);
   for (const data::Batch& rows : data.dataset().batches(batch_size)) {
-    const data::Batch batch = data.apply(rows);
+    const data::Batch batch = on_device(data, rows, device);
     const Tensor predictions = model(batch.x);  // (b, classes) float32
     const std::int64_t b = batch.x.dim(0);
     loss_sum += loss_object(batch.y, predictions).item() * static_cast<double>(b);
@@ -56,6 +76,7 @@ History custom_training_loop(Model& model, optimizers::Optimizer optimizer,
   const auto scaler = mixed_precision::as_loss_scale_optimizer(optimizer);
   const losses::SparseCategoricalCrossentropy loss_object;
   const std::vector<Tensor> variables = model.trainable_variables();
+  const Device device = model_device(model);
 
   data::Pipeline train = all;
   std::optional<data::Pipeline> validation;
@@ -77,7 +98,7 @@ History custom_training_loop(Model& model, optimizers::Optimizer optimizer,
     metrics::Mean loss_mean;
     metrics::SparseCategoricalAccuracy accuracy;
     for (const data::Batch& rows : loader.next_epoch()) {
-      const data::Batch batch = train.apply(rows);
+      const data::Batch batch = on_device(train, rows, device);
       const auto step_start = Clock::now();
       GradientTape tape;
       const Tensor predictions = model(batch.x, {.training = true});  // (b, classes) float32

@@ -208,28 +208,26 @@ void check_options(const TrainOptions& o) {
 ResolvedDevice resolve_device(DeviceChoice choice) {
   const auto devices = list_physical_devices();
   const PhysicalDevice* cpu = nullptr;
+  const PhysicalDevice* gpu = nullptr;  // the first GPU: mixprec trains on one
   for (const auto& d : devices) {
-    if (d.kind == "CPU") cpu = &d;
+    if (d.kind == "CPU" && !cpu) cpu = &d;
+    if (d.kind == "GPU" && !gpu) gpu = &d;
   }
   const ResolvedDevice on_cpu{Device::cpu(), cpu ? cpu->name : "unknown", false};
   if (choice == DeviceChoice::cpu) return on_cpu;
+  // A build without the backend lists no GPU, so `auto` is the CPU there.
   if (choice == DeviceChoice::cuda) {
     if (!MIXPREC_HAVE_CUDA) {
       throw DeviceError("this build of mixprec has no CUDA backend; use --device cpu");
     }
-    if (list_physical_devices("GPU").empty()) {
+    if (!gpu) {
       throw DeviceError(
           "--device cuda: no usable CUDA GPU was found (check the driver with nvidia-smi); use "
           "--device cpu");
     }
-    // The training loop places models and data on the CPU only; the CUDA backend's training
-    // path arrives with the CUDA issue.
-    throw DeviceError(
-        "--device cuda: training on a CUDA GPU is not supported by mixprec yet; use "
-        "--device cpu");
   }
-  // automatic: the CPU until the CUDA training path exists (see above).
-  return on_cpu;
+  if (MIXPREC_HAVE_CUDA && gpu) return {gpu->device, gpu->name, true};
+  return on_cpu;  // automatic without a usable GPU
 }
 
 std::int64_t default_units(const ResolvedDevice& device) { return device.is_gpu ? 4096 : 512; }

@@ -97,9 +97,11 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
       model_pipeline(data.test, data.geometry, config.model, config.input_size);
   result.pipeline = train.describe();
 
-  // Memory of this run: the peak above what is alive now (the data set, shared by every run).
-  reset_peak_memory_stats(Device::cpu());
-  result.data_memory_bytes = memory_stats(Device::cpu()).current_bytes;
+  // Memory of this run on its device: the peak above what is alive there now (on the CPU: the
+  // data set, shared by every run; on a GPU usually nothing, the data set stays on the host).
+  const Device device = config.device.device;
+  reset_peak_memory_stats(device);
+  result.data_memory_bytes = memory_stats(device).current_bytes;
 
   const std::int64_t n = train.size();
   result.train_samples = n;
@@ -114,6 +116,8 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
   {
     const mixed_precision::Policy policy(config.policy);
     GlobalPolicyScope policy_scope(policy);
+    // The model's variables (and so every step) on the run's device; batches follow them.
+    DeviceScope device_scope(device);
     // Same seed, same initial weights and batch order for every policy of a compare.
     set_seed(o.seed);
     clear_session();
@@ -158,7 +162,7 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
       result.skipped_steps = scaler->skipped_steps();
     }
   }
-  result.peak_memory_bytes = memory_stats(Device::cpu()).peak_bytes;
+  result.peak_memory_bytes = memory_stats(device).peak_bytes;
   result.total_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

@@ -51,8 +51,9 @@ struct RunResult {
   double learning_rate = 0.0;
   History history;
   double test_loss = 0.0, test_accuracy = 0.0;
-  // mixprec::memory_stats(cpu): tensor bytes alive when the run started (the loaded data set) and
-  // the peak during the run (model, optimizer slots, activations and gradients on top of that).
+  // mixprec::memory_stats(run device): tensor bytes alive there when the run started (on the CPU
+  // the loaded data set; on a GPU nothing, the data set stays on the host) and the peak during the
+  // run (model, optimizer slots, activations, gradients and batches on top of that).
   std::int64_t data_memory_bytes = 0;
   std::int64_t peak_memory_bytes = 0;
   std::optional<double> final_loss_scale;  // only with a LossScaleOptimizer (mixed_float16)

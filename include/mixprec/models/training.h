@@ -67,8 +67,9 @@ struct EpochLog {
   double seconds = 0.0;              // wall time of the epoch, validation included
   std::optional<double> loss_scale;  // set when the optimizer is a LossScaleOptimizer
   std::int64_t skipped_steps = 0;    // steps skipped in this epoch (non-finite gradients)
-  // Wall time of each training step: forward, backward, update and metric updates; batch
-  // assembly and progress output are not included.
+  // Time of each training step: forward, backward, update and metric updates; batch assembly
+  // and progress output are not included. On the CPU the host wall time of the step; on a GPU the
+  // GPU time between the ends of consecutive steps (CUDA events, read at the end of the epoch).
   std::vector<double> step_ms;
 };
 
