@@ -1,5 +1,5 @@
 // BatchNormalization: x (..., C) in the compute dtype; gamma, beta, moving_mean, moving_variance
-// (C,) in the variable dtype, handed to the op in float32 (float64 under a float64 policy).
+// (C,) float32 (float64 under a float64 policy), whatever the policy, as in Keras.
 #include "mixprec/layers/batch_normalization.h"
 
 #include <string>
@@ -56,11 +56,16 @@ class BatchNormalizationImpl final : public LayerImpl {
 
   void build(const std::vector<PartialShape>& shapes) override {
     const Shape c{shapes[0].back()};
-    if (o_.scale) gamma_ = add_weight("gamma", c, o_.gamma_initializer);
-    if (o_.center) beta_ = add_weight("beta", c, o_.beta_initializer);
-    moving_mean_ = add_weight("moving_mean", c, o_.moving_mean_initializer, Trainable::no);
+    // Keras (_param_dtype): under a pure float16/bfloat16 policy too, the parameters and moving
+    // statistics are float32; a 16-bit moving variance would round away the (1 - momentum)
+    // updates and float16 would overflow on large activations.
+    const DType v = variable_dtype();
+    const DType param = v == DType::float16 || v == DType::bfloat16 ? DType::float32 : v;
+    if (o_.scale) gamma_ = add_weight("gamma", c, o_.gamma_initializer, Trainable::yes, param);
+    if (o_.center) beta_ = add_weight("beta", c, o_.beta_initializer, Trainable::yes, param);
+    moving_mean_ = add_weight("moving_mean", c, o_.moving_mean_initializer, Trainable::no, param);
     moving_variance_ =
-        add_weight("moving_variance", c, o_.moving_variance_initializer, Trainable::no);
+        add_weight("moving_variance", c, o_.moving_variance_initializer, Trainable::no, param);
   }
 
   std::vector<PartialShape> compute_output_shape(

@@ -140,22 +140,28 @@ std::vector<TensorSpec> LayerImpl::call_spec(const std::vector<TensorSpec>& inpu
 }
 
 Tensor LayerImpl::add_weight(const std::string& name, const Shape& shape,
-                             const initializers::Initializer& initializer, Trainable trainable) {
+                             const initializers::Initializer& initializer, Trainable trainable,
+                             std::optional<DType> dtype) {
   const std::string full = name_ + "/" + name;
   for (const Weight& w : weights_) {
     if (w.name == full)
       throw ValueError(name_ + ": a variable named '" + full + "' exists already");
   }
+  if (dtype && !is_floating(*dtype)) {
+    throw DTypeError(name_ + ": variable '" + full + "' must have a floating dtype, got " +
+                     std::string(dtype_name(*dtype)));
+  }
+  const DType want = dtype.value_or(variable_dtype());
   Tensor value;
   {
     NoGradScope no_grad;
-    value = initializer(shape, variable_dtype());
+    value = initializer(shape, want);
   }
-  if (value.shape() != shape || value.dtype() != variable_dtype()) {
+  if (value.shape() != shape || value.dtype() != want) {
     throw ValueError(name_ + ": initializer '" + initializer.name() + "' returned " +
                      std::string(dtype_name(value.dtype())) + " " + value.shape().to_string() +
                      " for variable '" + full + "', expected " +
-                     std::string(dtype_name(variable_dtype())) + " " + shape.to_string());
+                     std::string(dtype_name(want)) + " " + shape.to_string());
   }
   const bool is_trainable = trainable == Trainable::yes;
   if (is_floating(value.dtype())) value.set_requires_grad(is_trainable && trainable_);

@@ -180,6 +180,32 @@ double relative_rms(const Tensor& a, const Tensor& b) {
   return std::sqrt(err / norm);
 }
 
+// Keras' _param_dtype: a pure 16-bit policy still gets float32 parameters and statistics, so
+// the moving averages keep their small (1 - momentum) updates.
+TEST(BatchNormalizationLayerTest, PureSixteenBitPoliciesKeepFloat32Variables) {
+  for (const char* policy : {"float16", "bfloat16"}) {
+    SCOPED_TRACE(policy);
+    set_seed(37);
+    layers::BatchNormalization bn({.momentum = 0.999, .dtype = policy});
+    const Tensor x = random_normal({4, 3, 3, 2}, 1.0, 2.0);
+    const Tensor y = bn(x, {.training = true});
+    EXPECT_EQ(y.dtype(), mixed_precision::Policy(policy).compute_dtype());
+    ASSERT_EQ(bn.variables().size(), 4u);
+    for (const Tensor& v : bn.variables()) EXPECT_EQ(v.dtype(), kFloat32);
+    // moving_variance = 0.999 * 1 + 0.001 * var: a step of ~1e-3 from 1, below bfloat16's spacing
+    // near 1 (2^-7) and rounded by float16's (2^-10); float32 holds it to 1e-7.
+    const Stats s = stats_of(x.to(bn.compute_dtype()));
+    const auto mv = bn.moving_variance().to_vector<double>();
+    const double n = 4 * 3 * 3;
+    for (std::size_t c = 0; c < 2; ++c) {
+      EXPECT_NEAR(mv[c], 0.999 + 0.001 * s.var[c] * n / (n - 1), 1e-6);
+    }
+    const auto g = grad(sum(bn(x, {.training = true}).to(kFloat32)), {bn.gamma(), bn.beta()});
+    EXPECT_EQ(g[0].dtype(), kFloat32);
+    EXPECT_EQ(g[1].dtype(), kFloat32);
+  }
+}
+
 TEST(BatchNormalizationLayerTest, MixedMatchesFloat32Within1e2) {
   set_seed(36);
   const Tensor x = random_normal({8, 5, 5, 4}, 3.0, 2.0);

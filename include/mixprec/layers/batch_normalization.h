@@ -2,7 +2,8 @@
 //   y = (x - mean) / sqrt(var + epsilon) * gamma + beta
 // Variables (all of shape (C,)): gamma (ones, trainable, only with `scale`), beta (zeros,
 // trainable, only with `center`), moving_mean (zeros) and moving_variance (ones), the last two
-// non-trainable. They are stored in the variable dtype (float32 under mixed policies) and, unlike
+// non-trainable. They are float32 under every 16-bit policy, mixed or pure (float64 under float64;
+// Keras' _param_dtype does the same) and, unlike
 // other layers' variables, are NOT read in the compute dtype: the normalisation takes x in the
 // compute dtype and gamma/beta/statistics in float32 (DESIGN §2.3 float32 island; Keras does the
 // same), and returns y in the compute dtype.

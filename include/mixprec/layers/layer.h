@@ -120,11 +120,14 @@ class LayerImpl {
   virtual bool uses_matmul() const { return false; }
 
  protected:
-  // Creates a variable "<layer>/<name>" in the variable dtype, drawn from `initializer` (from
-  // mixprec::default_generator(), so set_seed() before building makes weights repeatable).
+  // Creates a variable "<layer>/<name>" in the variable dtype (or `dtype` when given: Keras'
+  // add_weight(dtype=...), e.g. BatchNormalization's float32 parameters under a float16 policy),
+  // drawn from `initializer` (from mixprec::default_generator(), so set_seed() before building
+  // makes weights repeatable).
   Tensor add_weight(const std::string& name, const Shape& shape,
                     const initializers::Initializer& initializer,
-                    Trainable trainable = Trainable::yes);
+                    Trainable trainable = Trainable::yes,
+                    std::optional<DType> dtype = std::nullopt);
   // A variable as the computation uses it: cast to the compute dtype (differentiable; the
   // gradient is cast back, so it reaches the variable in the variable dtype).
   Tensor read(const Tensor& variable) const { return variable.to(compute_dtype()); }
