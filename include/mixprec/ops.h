@@ -99,7 +99,11 @@ Tensor concat(const std::vector<Tensor>& tensors, int axis);
 // Sums `x` down to `shape` (the inverse of broadcasting `shape` up to x.shape()).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
-// indices (any integer dtype, values in [0, depth)) -> one-hot of shape indices.shape() + (depth,)
+// indices (int32, int64 or uint8, values in [0, depth)) -> one-hot of shape
+// indices.shape() + (depth,) in `dtype`. An index outside [0, depth) is a ValueError for CPU
+// indices; for CUDA indices it is not checked (that would read them back to the host, a sync per
+// training step): its row is all NaN for a floating dtype (so a bad label shows as a NaN loss, not
+// a silently wrong one) and all zeros for an integer or bool dtype.
 Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype = DType::float32);
 
 }  // namespace mixprec

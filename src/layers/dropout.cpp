@@ -1,13 +1,23 @@
-// Dropout (inverted): in training, y = x * m with m = 1/(1 - rate) where a uniform draw u >= rate
-// and 0 elsewhere; identity otherwise. The mask is made directly in the compute dtype, one draw per
-// element, so a seeded layer repeats its masks exactly.
+// Dropout (inverted): in training, y = x * m with m = 1/(1 - rate) (rounded to x's dtype) for kept
+// elements and 0 for dropped ones; identity otherwise.
+//
+// The mask is counter-based (core/counter_hash.h): one call draws one 64-bit key from the layer's
+// generator (a host integer: no device work, no sync), and element i (row-major) is kept when
+// counter_keeps(key, i, ceil(rate * 2^53)), which is "a uniform double >= rate" in integers. Any
+// element is decided alone, so the CPU fills in parallel (OpenMP), CUDA in a kernel
+// (cuda/kernels/dropout.cu), and the mask is the same for a seed on every device and thread count,
+// bit for bit. It is never stored: the backward multiplies the output gradient by the same mask,
+// regenerated from the key.
 #include "mixprec/layers/dropout.h"
 
-#include <algorithm>
-#include <cmath>
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "autograd/node.h"
+#include "backend/cuda/dropout.h"
+#include "core/counter_hash.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
@@ -18,6 +28,62 @@
 namespace mixprec::layers {
 
 namespace {
+
+// What one call's mask depends on: the key drawn from the generator, the threshold of the rate and
+// the keep scale 1 / (1 - rate) (in double; rounded to the dtype of what it multiplies).
+struct MaskKey {
+  std::uint64_t base = 0;
+  std::uint64_t threshold = 0;
+  double keep_scale = 1.0;
+};
+
+// Elements below which the CPU loop stays on one thread (thread start-up costs more than the
+// ~10 integer operations per element of the hash).
+constexpr std::int64_t kParallelElements = 1 << 15;
+
+Tensor masked_multiply(const Tensor& x, const MaskKey& key);
+
+// dx = dy * m: the same mask, regenerated from the key (nothing saved but 24 bytes).
+struct DropoutBackward final : autograd::Node {
+  MaskKey key;
+  std::vector<Tensor> backward(const Tensor& g) override { return {masked_multiply(g, key)}; }
+  std::string name() const override { return "DropoutBackward"; }
+};
+
+// x * m in x's dtype, element by element as the binary x * mask would compute it: float(x) *
+// float(m) (double for float64), rounded once. A dropped element is x * 0, not 0, so NaN and Inf
+// stay visible (an overflowed gradient must still reach loss scaling's check).
+Tensor masked_multiply(const Tensor& x, const MaskKey& key) {
+  Tensor out;
+  if (x.device().is_cuda()) {
+    double keep = 0.0;
+    core::dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
+      keep = core::to_double(core::from_double<T>(key.keep_scale));
+    });
+    out = cuda::dropout_apply(x, key.base, key.threshold, keep);
+  } else {
+    const Tensor src = x.detach().contiguous();
+    out = core::make_tensor(x.shape(), x.dtype(), x.device());
+    core::dispatch_floating(x.dtype(), "dropout", [&]<typename T>() {
+      using C = core::compute_t<T>;
+      const C keep = core::load_as<C>(core::from_double<T>(key.keep_scale));
+      const T* in = static_cast<const T*>(src.data_ptr());
+      T* o = static_cast<T*>(out.data_ptr());
+      const std::int64_t n = out.numel();
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+      for (std::int64_t i = 0; i < n; ++i) {
+        const C m = core::counter_keeps(key.base, static_cast<std::uint64_t>(i), key.threshold)
+                        ? keep
+                        : C(0);
+        o[i] = core::store_as<T>(core::load_as<C>(in[i]) * m);
+      }
+    });
+  }
+  if (!autograd::needs_record({&x})) return out;
+  auto node = std::make_shared<DropoutBackward>();
+  node->key = key;
+  return autograd::record(out, node, {x});
+}
 
 class DropoutImpl final : public LayerImpl {
  public:
@@ -42,36 +108,12 @@ class DropoutImpl final : public LayerImpl {
       throw DTypeError(name() + ": Dropout needs a floating input in training, got " +
                        std::string(dtype_name(x.dtype())));
     }
-    // Drawn on the CPU (the same mask on every device for a seed), then moved to x's device.
-    return {x * mask(x.shape(), x.dtype()).to(x.device())};
-  }
-
-  // The mask is drawn in fixed chunks of kChunk elements, chunk c from its own generator seeded
-  // with (one draw from the layer's generator) + c: the chunks fill in parallel and the mask does
-  // not depend on the number of threads. One call consumes one draw of the layer's generator.
-  Tensor mask(const Shape& shape, DType dtype) {
-    constexpr std::int64_t kChunk = 1 << 16;
+    // One draw of the layer's generator per call, as before the mask became counter-based.
     Generator& gen = generator_ ? *generator_ : default_generator();
-    const std::uint64_t base = gen.next_u64();
-    const double keep_scale = 1.0 / (1.0 - rate_);
-    const double rate = rate_;
-    Tensor m = core::make_tensor(shape, dtype, Device::cpu());
-    core::dispatch_floating(dtype, "dropout", [&]<typename T>() {
-      const T keep = core::from_double<T>(keep_scale);
-      const T drop = core::from_double<T>(0.0);
-      T* out = static_cast<T*>(m.data_ptr());
-      const std::int64_t n = shape.numel();
-      const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-      for (std::int64_t c = 0; c < chunks; ++c) {
-        Generator chunk_gen(base + static_cast<std::uint64_t>(c));  // splitmix64-seeded
-        const std::int64_t end = std::min(n, (c + 1) * kChunk);
-        for (std::int64_t i = c * kChunk; i < end; ++i) {
-          out[i] = chunk_gen.uniform() >= rate ? keep : drop;
-        }
-      }
-    });
-    return m;
+    const MaskKey key{.base = gen.next_u64(),
+                      .threshold = core::keep_threshold(rate_),
+                      .keep_scale = 1.0 / (1.0 - rate_)};
+    return {masked_multiply(x, key)};
   }
 
   double rate_;

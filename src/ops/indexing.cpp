@@ -1,7 +1,9 @@
 // argmax and one_hot: integer-valued results, not differentiable (no graph is recorded).
 // Their CPU loops live here, next to the checks: each is a single pass with no float math. On CUDA,
-// argmax runs cuda::argmax; one_hot reads the indices on the host (its range check must see every
-// index before anything is written), builds the result there and copies it to the GPU.
+// argmax runs cuda::argmax and one_hot cuda::one_hot. one_hot's dtype, depth and size checks are
+// the same on both devices; the index range is checked on the CPU only (it reads every index before
+// anything is written and throws), while on CUDA reading the indices back would cost a host sync
+// per training step, so there a row with an out-of-range index comes out NaN (see ops.h).
 #include "backend/cuda/indexing.h"
 
 #include <algorithm>
@@ -138,9 +140,6 @@ Tensor argmax(const Tensor& x, int axis, KeepDims keep) {
 
 Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype) {
   ops::check_defined("one_hot", indices);
-  if (indices.device().is_cuda()) {
-    return one_hot(indices.detach().to(Device::cpu()), depth, dtype).to(indices.device());
-  }
   if (!is_integer_index_dtype(indices.dtype())) {
     throw DTypeError("one_hot: indices must have an integer dtype (int32, int64 or uint8), got " +
                      ops::describe(indices) + "; cast them with .to(mixprec::kInt64)");
@@ -155,6 +154,17 @@ Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype) {
   std::vector<std::int64_t> dims(indices.shape().begin(), indices.shape().end());
   dims.push_back(depth);
   const Shape out_shape(dims);
+  if (indices.device().is_cuda()) {
+    // Depth 0 leaves no valid index: known without reading any, so refused as on the CPU.
+    if (depth == 0 && count > 0) {
+      throw ValueError("one_hot: depth 0 leaves no valid index for the " + std::to_string(count) +
+                       " indices of shape " + indices.shape().to_string() +
+                       "; depth must be the number of classes");
+    }
+    Tensor out = core::make_tensor(out_shape, dtype, indices.device());
+    cuda::one_hot(indices, depth, out);  // no range check here: NaN rows instead (no host sync)
+    return out;
+  }
 
   // Read every index (as int64) and check the range before allocating or writing the output.
   const Tensor src = indices.detach().contiguous();

@@ -1,6 +1,7 @@
 // View and copy ops on CUDA tensors against the CPU backend: reshape of views (a copy), transpose,
 // permute, slice (its backward writes into a strided window), concat/split, cast between every
 // pair of dtypes, one_hot.
+#include <cmath>
 #include <limits>
 
 #include "gpu/op_harness.h"
@@ -84,7 +85,11 @@ TEST(GpuShapeOpsTest, OneHotOfGpuIndices) {
   for (DType dtype : {kFloat32, kFloat16}) {
     EXPECT_TRUE(matches(one_hot(on_gpu(labels), 5, dtype), one_hot(labels, 5, dtype), {0, 0}));
   }
-  EXPECT_THROW(one_hot(on_gpu(labels), 3), ValueError);  // index 3 is out of range for depth 3
+  // Index 3 is out of range for depth 3: the CPU throws; CUDA cannot throw from a kernel without a
+  // sync, so that row is all NaN (ops.h) and shows as a NaN loss.
+  EXPECT_THROW(one_hot(labels, 3), ValueError);
+  const std::vector<double> row0 = on_cpu(one_hot(on_gpu(labels), 3)).to_vector<double>();
+  for (int c = 0; c < 3; ++c) EXPECT_TRUE(std::isnan(row0[c])) << "column " << c;
 }
 
 TEST(GpuShapeOpsTest, MixedDevicesAreADeviceError) {

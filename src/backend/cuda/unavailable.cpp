@@ -12,6 +12,7 @@
 #include "backend/cuda/conv.h"
 #include "backend/cuda/copy.h"
 #include "backend/cuda/depthwise.h"
+#include "backend/cuda/dropout.h"
 #include "backend/cuda/image.h"
 #include "backend/cuda/indexing.h"
 #include "backend/cuda/matmul.h"
@@ -217,6 +218,20 @@ Tensor resize_bilinear(const Tensor& x, std::int64_t, std::int64_t) {
 }
 Tensor resize_bilinear_backward(const Tensor& dy, std::int64_t, std::int64_t) {
   no_backend("resize_bilinear on " + dy.device().to_string());
+}
+
+}  // namespace cuda
+
+// ---- one_hot and dropout (backend/cuda/{indexing,dropout}.h; called by ops/indexing.cpp and
+// layers/dropout.cpp for CUDA tensors only) ----
+
+namespace cuda {
+
+void one_hot(const Tensor& indices, std::int64_t, const Tensor&) {
+  no_backend("one_hot on " + indices.device().to_string());
+}
+Tensor dropout_apply(const Tensor& x, std::uint64_t, std::uint64_t, double) {
+  no_backend("dropout on " + x.device().to_string());
 }
 
 }  // namespace cuda
