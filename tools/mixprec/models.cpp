@@ -55,7 +55,9 @@ std::int64_t min_input_size(const ModelChoice& model) {
 std::int64_t default_batch_size(const ModelChoice& model, const ResolvedDevice& device) {
   switch (model.kind) {
     case ModelKind::mlp: return default_batch_size(device);
-    case ModelKind::cnn: return 256;
+    // 128: 5 epochs of Adam at 256 left the small CNN just under 0.91 test accuracy on
+    // Fashion-MNIST (0.908 float32); 375 steps per epoch instead of 188 clear it.
+    case ModelKind::cnn: return 128;
     case ModelKind::efficientnet:
     case ModelKind::resnet50: return 128;
   }

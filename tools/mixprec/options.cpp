@@ -53,7 +53,7 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
         ->capture_default_str();
   }
   app.add_option("--batch-size", o.batch_size,
-                 "samples per training step (default: mlp 8192 on a GPU, 256 on the CPU; cnn 256; "
+                 "samples per training step (default: mlp 8192 on a GPU, 256 on the CPU; cnn 128; "
                  "efficientnet/resnet 128)");
   app.add_option("--optimizer", o.optimizer,
                  "sgd, adam, adamw or rmsprop (default: rmsprop for mlp, adam for the CNNs)")
