@@ -8,18 +8,22 @@
 //   dW = x^T dz           (K, N)  a product whose inner (reduced) extent is M
 //   dx = dz W^T           (M, K)  a product whose inner extent is N
 // cuBLASLt's epilogues act on the product they are attached to:
-//  - Forward: BIAS / RELU_BIAS / GELU_BIAS compute act(x W + b) from the float32 accumulator
-//    (GELU = the tanh approximation: used for gelu_tanh only; exact gelu takes BIAS and then the
-//    erf gelu op). GELU_AUX_BIAS also writes z (the "aux" matrix), which the gelu_tanh backward
-//    needs; ReLU needs no aux: z > 0 exactly where y > 0, so y itself is the mask.
+//  - Forward: BIAS / GELU_BIAS compute act(x W + b) from the float32 accumulator (GELU = the tanh
+//    approximation: used for gelu_tanh only; exact gelu takes BIAS and then the erf gelu op).
+//    GELU_AUX_BIAS also writes z (the "aux" matrix), which the gelu_tanh backward needs. ReLU takes
+//    BIAS and then the relu op: cuBLASLt's RELU / RELU_BIAS epilogues compute x := max(x, 0)
+//    (cublasLt.h), which maps a NaN to 0 as fmax does (users report exactly that on NVIDIA's
+//    forums), while relu keeps NaN on the CPU and in the CUDA elementwise kernel; a fused relu
+//    would hide a NaN forward pass from the user and change results between devices. The relu
+//    pass costs one read and write of y.
 //  - DRELU_BGRAD / DGELU_BGRAD multiply their *product's* result by act'(aux) and sum its rows
 //    into a bias gradient. In this layer's backward the only products are dW and dx, and neither
 //    result is dy: dx = dz W^T is the gradient of the *previous* layer's output. So these
 //    epilogues belong on the dx product of the *next* layer's backward, which would then hand this
 //    layer dz and db directly. That is a cross-layer fusion the autograd engine cannot express
 //    safely (y may have several consumers, whose gradients must be summed before act' applies),
-//    so it is not done: dz = dy * act'(.) is one elementwise kernel (cuda::unary_backward, reading
-//    y for relu and the aux z for gelu_tanh), and RELU_AUX_BIAS's bitmask has no user here.
+//    so it is not done: dz = dy * act'(.) is one elementwise kernel (cuda::unary_backward on the
+//    aux z for gelu_tanh; the relu and exact gelu ops record their own backward).
 //  - BGRADA on the dW product: in the backend's row-major mapping, dW = x^T dz hands dz to cuBLASLt
 //    as its A operand with the inner extent M, and BGRADA writes the sums of A over that extent,
 //    sum_rows(dz) = db, in the same pass. Without a kernel gradient, db is a row reduction of dz.
@@ -64,11 +68,11 @@ DenseEpiloguePlan plan_dense_epilogue(DenseActivation activation, GradMode grad,
       break;
     case DenseActivation::gelu:  // exact erf gelu: not cuBLASLt's; the gelu op runs after
       plan.forward = with_bias ? cuda::Epilogue::bias : cuda::Epilogue::none;
-      plan.exact_gelu_after = true;
+      plan.after = ActivationAfter::exact_gelu;
       break;
-    case DenseActivation::relu:
-      plan.forward = with_bias ? cuda::Epilogue::relu_bias : cuda::Epilogue::relu;
-      if (training) plan.saved = SavedActivation::output;
+    case DenseActivation::relu:  // cuBLASLt's relu drops NaN: the relu op runs after
+      plan.forward = with_bias ? cuda::Epilogue::bias : cuda::Epilogue::none;
+      plan.after = ActivationAfter::relu;
       break;
     case DenseActivation::gelu_tanh:
       if (training) {
@@ -92,6 +96,7 @@ BiasGradRoute bias_grad_route(KernelGrad kernel, BiasGrad bias) {
 
 namespace {
 
+using ops::detail::ActivationAfter;
 using ops::detail::BiasGradRoute;
 using ops::detail::SavedActivation;
 
@@ -133,7 +138,7 @@ bool readable_in(const Tensor& v, DType dtype) {
 struct DenseEpilogueBackward final : autograd::Node {
   Tensor x2;     // (M, K) x in its dtype; kept when the kernel needs a gradient
   Tensor w;      // (K, N) the kernel in x's dtype; kept when x needs a gradient
-  Tensor saved;  // (M, N): y for relu, the pre-activation z for gelu_tanh
+  Tensor saved;  // (M, N): the pre-activation z for gelu_tanh
   SavedActivation activation = SavedActivation::none;
   Shape x_shape;
   DType kernel_dtype = DType::float32, bias_dtype = DType::float32;
@@ -141,9 +146,7 @@ struct DenseEpilogueBackward final : autograd::Node {
   std::vector<Tensor> backward(const Tensor& g) override {  // g (..., N) in x's dtype
     const Tensor g2 = reshape(g, Shape{folded_rows(x_shape), g.dim(-1)});
     Tensor dz = g2;  // dz = dy * act'(z), (M, N)
-    if (activation == SavedActivation::output) {
-      dz = cuda::unary_backward(cuda::UnaryOp::relu, g2, saved, saved);  // relu'(y) = relu'(z)
-    } else if (activation == SavedActivation::pre_activation) {
+    if (activation == SavedActivation::pre_activation) {
       dz = cuda::unary_backward(cuda::UnaryOp::gelu_tanh, g2, saved, saved);
     }
     const bool wants_bias = next.size() > 2 && next[2] != nullptr;
@@ -196,12 +199,15 @@ Tensor fused_cuda(const Tensor& x, const Tensor& kernel, const Tensor& bias,
     node->bias_dtype = bias.defined() ? bias.dtype() : dtype;
     if (kernel.requires_grad()) node->x2 = x2;
     if (x.requires_grad()) node->w = w;
-    // Detached: y may be r.out itself, and a node must not hold its own output (a cycle).
-    if (plan.saved == SavedActivation::output) node->saved = r.out.detach();
     if (plan.saved == SavedActivation::pre_activation) node->saved = r.aux.detach();
     y = autograd::record(y, node, {x, kernel, bias});
   }
-  return plan.exact_gelu_after ? gelu(y, GeluApproximation::none) : y;
+  switch (plan.after) {
+    case ActivationAfter::none: break;
+    case ActivationAfter::relu: return relu(y);
+    case ActivationAfter::exact_gelu: return gelu(y, GeluApproximation::none);
+  }
+  return y;
 }
 
 void check_dense(const Tensor& x, const Tensor& kernel, const Tensor& bias) {

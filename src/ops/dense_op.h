@@ -2,9 +2,10 @@
 //   x (..., K) in the compute dtype; kernel W (K, N): the compute dtype, or the float32 master of a
 //   mixed-precision layer (read in x's dtype inside the op); bias b (N,) likewise, or undefined.
 // On the CPU it is the composition of ops, autocast_matmul(x, W) + b.to(x.dtype()) then the
-// activation, so results and gradients are exactly those of the separate ops. On CUDA the bias and
-// the activation ride on the cuBLASLt product as an epilogue (src/ops/dense_op.cpp explains which
-// product carries which epilogue, forward and backward).
+// activation, so results and gradients are exactly those of the separate ops. On CUDA the bias (and
+// gelu_tanh) ride on the cuBLASLt product as an epilogue; relu and exact gelu run as their ops
+// after it (src/ops/dense_op.cpp explains which product carries which epilogue, forward and
+// backward).
 #pragma once
 
 #include <optional>
@@ -39,13 +40,17 @@ enum class BiasMode { none, added };
 // What the backward needs besides x and W to form dz = dy * act'(z).
 enum class SavedActivation {
   none,            // linear (or an activation applied after the op, which records itself): dz = dy
-  output,          // relu: z > 0 exactly where y = relu(z) > 0, so y is the mask
   pre_activation,  // gelu_tanh: z, the epilogue's aux output
 };
+// An activation applied by its own op after the fused product (recorded by that op, with its own
+// backward): exact gelu, since cuBLASLt's GELU is the tanh approximation; relu, since cuBLASLt's
+// RELU epilogue is max(z, 0), which turns a NaN into 0 where the relu op (and the CPU) keep it: a
+// NaN hidden in the forward pass is one that neither the user nor the loss-scale check sees.
+enum class ActivationAfter { none, relu, exact_gelu };
 struct DenseEpiloguePlan {
   bool fused = false;  // false: the composition of separate ops (float64, 16-bit accumulation)
   cuda::Epilogue forward = cuda::Epilogue::none;  // the forward product's epilogue
-  bool exact_gelu_after = false;                  // exact gelu applied by the gelu op after
+  ActivationAfter after = ActivationAfter::none;
   SavedActivation saved = SavedActivation::none;
 };
 DenseEpiloguePlan plan_dense_epilogue(DenseActivation activation, GradMode grad, DType dtype,

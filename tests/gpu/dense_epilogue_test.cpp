@@ -1,11 +1,12 @@
-// dense_forward on CUDA (cuBLASLt with BIAS / RELU_BIAS / GELU_(AUX_)BIAS epilogues forward and
-// BGRADA on the dW product backward) against the CPU composition act(x W + b) evaluated in float32
-// from the same values: x in its dtype, the float32 master kernel and bias rounded to that dtype
-// (what the GPU multiplies), rounded once to the dtype at the end. That is the epilogue's own
-// definition (the bias is added to the float32 accumulator before the one rounding). Shapes with
-// extents that are not multiples of 8, rank-3 inputs, with and without a bias, the fused path and
-// the unfused fallback, float32 / float16 / bfloat16; a mixed_float16 Dense layer made on the GPU;
-// the fused path taken for aligned shapes; NaN through the relu epilogue; BGRADA's sums.
+// dense_forward on CUDA (cuBLASLt with BIAS / GELU_(AUX_)BIAS epilogues forward, relu and exact
+// gelu as ops after the product, and BGRADA on the dW product backward) against the CPU composition
+// act(x W + b) evaluated in float32 from the same values: x in its dtype, the float32 master kernel
+// and bias rounded to that dtype (what the GPU multiplies), rounded once to the dtype at the end.
+// That is the epilogue's own definition (the bias is added to the float32 accumulator before the
+// one rounding). Shapes with extents that are not multiples of 8, rank-3 inputs, with and without a
+// bias, the fused path and the unfused fallback, float32 / float16 / bfloat16; a mixed_float16
+// Dense layer made on the GPU; the fused path taken for aligned shapes; NaN through every
+// activation (relu included: cuBLASLt's RELU epilogue would drop it); BGRADA's sums.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -198,19 +199,29 @@ TEST(GpuDenseEpilogueTest, InferenceAndTrainingForwardsAgree) {
 TEST(GpuDenseEpilogueTest, NanPropagatesThroughReluLikeOnTheCpu) {
   MIXPREC_REQUIRE_GPU();
   // Loss scaling finds overflow through non-finite values; relu(NaN) must stay NaN on CUDA as it
-  // does on the CPU (a max(z, 0) epilogue that returns 0 would hide a NaN from the step check).
+  // does on the CPU (cuBLASLt's RELU epilogue, x := max(x, 0), would return 0 and hide a NaN from
+  // the step check: dense_forward runs the relu op after the product). The other activations, in
+  // inference and training (GELU_AUX_BIAS) form, must keep it too.
   std::vector<float> xv(4 * 8, 0.5f);
   xv[8] = std::numeric_limits<float>::quiet_NaN();  // row 1
   const Tensor x = from_vector(xv, Shape{4, 8}).to(kFloat16);
   const Tensor w = sample(Shape{8, 16}, -1.0, 1.0, kFloat32, 5);
   const Tensor b = sample(Shape{16}, -1.0, 1.0, kFloat32, 6);
-  const Tensor cpu_y = dense_forward(x, w, b, DenseActivation::relu);
-  const Tensor gpu_y = dense_forward(on_gpu(x), on_gpu(w), on_gpu(b), DenseActivation::relu);
-  const std::vector<float> c = cpu_y.to(kFloat32).to_vector<float>();
-  const std::vector<float> g = on_cpu(gpu_y).to(kFloat32).to_vector<float>();
-  ASSERT_EQ(c.size(), g.size());
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    EXPECT_EQ(std::isnan(c[i]), std::isnan(g[i])) << "element " << i;
+  for (DenseActivation act : kActivations) {
+    for (bool training : {false, true}) {
+      SCOPED_TRACE(std::string(name_of(act)) + (training ? " training" : " inference"));
+      const Tensor cpu_y = dense_forward(x, w, b, act);
+      const Tensor gpu_y = dense_forward(on_gpu(x), on_gpu(w, training), on_gpu(b), act);
+      const std::vector<float> c = cpu_y.to(kFloat32).to_vector<float>();
+      const std::vector<float> g = on_cpu(gpu_y).to(kFloat32).to_vector<float>();
+      ASSERT_EQ(c.size(), g.size());
+      std::size_t nans = 0;
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        EXPECT_EQ(std::isnan(c[i]), std::isnan(g[i])) << "element " << i;
+        nans += std::isnan(c[i]) ? 1 : 0;
+      }
+      EXPECT_EQ(nans, 16u) << "row 1 is NaN on the CPU";
+    }
   }
 }
 

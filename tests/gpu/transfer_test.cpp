@@ -1,6 +1,7 @@
 // Tensor::to(Device), Tensor::assign, to_vector/item and printing with CUDA tensors: every dtype
 // survives the round trip bit-exactly, views and tensors larger than the staging buffers (8 MiB)
-// included; the move is differentiable; assign converts and writes in place.
+// included; the move is differentiable; assign converts and writes in place; a GPU to GPU copy
+// (two GPUs only) is done before later work on either GPU.
 #include <cstring>
 
 #include "gpu/op_harness.h"
@@ -89,6 +90,25 @@ TEST(GpuTransferTest, CreationOnTheGpu) {
   }
   const std::vector<float> v = {1, 2, 3, 4};
   EXPECT_TRUE(matches(from_vector(v, {2, 2}, {.device = kGpu}), from_vector(v, {2, 2}), {0, 0}));
+}
+
+TEST(GpuTransferTest, GpuToGpuCopyIsCompleteBeforeLaterWork) {
+  MIXPREC_REQUIRE_GPU();
+  if (cuda::device_count() < 2) GTEST_SKIP() << "needs two CUDA GPUs";
+  const Device second = Device::cuda(1);
+  // 64 MiB: a copy long enough that work queued right after it would overtake an unordered one.
+  const Tensor host = sample({16 << 20}, -1, 1, kFloat32, 6);
+  for (int round = 0; round < 3; ++round) {
+    Tensor src = host.to(kGpu);
+    const Tensor dst = src.to(second);
+    // The source block goes back to cuda:0's pool at once and is overwritten by the next user.
+    src = Tensor();
+    const Tensor scribble = full({16 << 20}, 7.0, {.device = kGpu});
+    // Queued on cuda:1 right after the copy: reads the copied values only if it waited for them.
+    const Tensor doubled = mul(dst, 2.0);
+    EXPECT_TRUE(all_close(doubled.to(Device::cpu()), mul(host, 2.0), {0, 0})) << "round " << round;
+    EXPECT_TRUE(scribble.defined());
+  }
 }
 
 }  // namespace

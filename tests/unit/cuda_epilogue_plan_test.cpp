@@ -14,6 +14,7 @@ namespace mixprec {
 namespace {
 
 using cuda::Epilogue;
+using ops::detail::ActivationAfter;
 using ops::detail::BiasGrad;
 using ops::detail::BiasGradRoute;
 using ops::detail::BiasMode;
@@ -35,7 +36,8 @@ TEST(CudaEpiloguePlan, InferenceFusesBiasAndActivation) {
     EXPECT_TRUE(lin.fused);
     EXPECT_EQ(lin.forward, Epilogue::bias);
     EXPECT_EQ(lin.saved, SavedActivation::none);
-    EXPECT_EQ(plan(DenseActivation::relu, GradMode::inference, dtype).forward, Epilogue::relu_bias);
+    EXPECT_EQ(lin.after, ActivationAfter::none);
+    EXPECT_EQ(plan(DenseActivation::relu, GradMode::inference, dtype).forward, Epilogue::bias);
     EXPECT_EQ(plan(DenseActivation::gelu_tanh, GradMode::inference, dtype).forward,
               Epilogue::gelu_tanh_bias);
   }
@@ -47,18 +49,34 @@ TEST(CudaEpiloguePlan, ExactGeluNeverUsesCublasLtsTanhGelu) {
       const auto p = plan(DenseActivation::gelu, grad, DType::bfloat16, bias);
       EXPECT_TRUE(p.fused);
       EXPECT_EQ(p.forward, bias == BiasMode::added ? Epilogue::bias : Epilogue::none);
-      EXPECT_TRUE(p.exact_gelu_after);
+      EXPECT_EQ(p.after, ActivationAfter::exact_gelu);
       EXPECT_EQ(p.saved, SavedActivation::none);  // the gelu op records its own backward
     }
   }
-  EXPECT_FALSE(plan(DenseActivation::gelu_tanh, GradMode::training).exact_gelu_after);
-  EXPECT_FALSE(plan(DenseActivation::relu, GradMode::training).exact_gelu_after);
+  EXPECT_EQ(plan(DenseActivation::gelu_tanh, GradMode::training).after, ActivationAfter::none);
+  EXPECT_EQ(plan(DenseActivation::gelu_tanh, GradMode::inference).after, ActivationAfter::none);
+}
+
+TEST(CudaEpiloguePlan, ReluNeverUsesCublasLtsReluEpilogue) {
+  // cuBLASLt's RELU / RELU_BIAS compute max(z, 0), which turns NaN into 0; relu keeps NaN on the
+  // CPU and in the CUDA elementwise kernel, so the relu op runs after a BIAS (or no) epilogue.
+  for (DType dtype : {DType::float32, DType::float16, DType::bfloat16}) {
+    for (GradMode grad : {GradMode::inference, GradMode::training}) {
+      for (BiasMode bias : {BiasMode::added, BiasMode::none}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) +
+                     (grad == GradMode::training ? " training" : " inference") +
+                     (bias == BiasMode::added ? " bias" : " no bias"));
+        const auto p = plan(DenseActivation::relu, grad, dtype, bias);
+        EXPECT_TRUE(p.fused);
+        EXPECT_EQ(p.forward, bias == BiasMode::added ? Epilogue::bias : Epilogue::none);
+        EXPECT_EQ(p.after, ActivationAfter::relu);
+        EXPECT_EQ(p.saved, SavedActivation::none);  // the relu op records its own backward
+      }
+    }
+  }
 }
 
 TEST(CudaEpiloguePlan, TrainingKeepsWhatTheBackwardNeeds) {
-  const auto relu = plan(DenseActivation::relu, GradMode::training);
-  EXPECT_EQ(relu.forward, Epilogue::relu_bias);  // no bitmask: y is the mask
-  EXPECT_EQ(relu.saved, SavedActivation::output);
   const auto gelu = plan(DenseActivation::gelu_tanh, GradMode::training);
   EXPECT_EQ(gelu.forward, Epilogue::gelu_tanh_aux_bias);
   EXPECT_EQ(gelu.saved, SavedActivation::pre_activation);
@@ -71,7 +89,7 @@ TEST(CudaEpiloguePlan, WithoutBias) {
       plan(DenseActivation::linear, GradMode::training, DType::float16, BiasMode::none).forward,
       Epilogue::none);
   EXPECT_EQ(plan(DenseActivation::relu, GradMode::training, DType::float16, BiasMode::none).forward,
-            Epilogue::relu);
+            Epilogue::none);
   EXPECT_EQ(
       plan(DenseActivation::gelu_tanh, GradMode::inference, DType::float16, BiasMode::none).forward,
       Epilogue::gelu_tanh);

@@ -45,10 +45,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb);
 enum class Epilogue {
   none,                // C
   bias,                // C + bias, bias (N,) broadcast over the M rows
-  relu_bias,           // relu(C + bias)
+  relu_bias,           // relu(C + bias); cuBLASLt's max(z, 0) maps NaN to 0 (Dense does not use
+                       // it for that reason: see src/ops/dense_op.cpp)
   gelu_tanh_bias,      // gelu_tanh(C + bias): cuBLASLt's GELU is the tanh approximation only
   gelu_tanh_aux_bias,  // gelu_tanh(C + bias), and Z = C + bias kept in `aux` for the backward
-  relu,                // relu(C)
+  relu,                // relu(C), NaN to 0 likewise
   gelu_tanh,           // gelu_tanh(C)
   gelu_tanh_aux,       // gelu_tanh(C), and Z = C kept in `aux`
   bias_grad,           // C, and the column sums of op(B), sum over k of op(B)[k, n] (N,), in

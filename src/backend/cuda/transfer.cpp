@@ -134,12 +134,20 @@ Tensor to_device(const Tensor& src, Device target) {
     copy_device_to_host(from, out.data_ptr(), dev.data_ptr(), out.nbytes());
   } else {
     // GPU to GPU: rare (mixprec uses one GPU per process); a synchronous peer copy after both
-    // devices' queued work.
+    // devices' queued work. Not cudaMemcpyPeer: it runs on the legacy default stream, which does
+    // not order against the non-blocking compute and copy streams, and returns before the copy
+    // is done; work queued next on the target could read `out` too early, and `dev`'s block could
+    // be reused on the source while the copy still reads it. The copy runs on the target's compute
+    // stream and is waited for.
     const Tensor dev = contiguous(src.detach());
     synchronize(from);
     synchronize(target);
-    check(cudaMemcpyPeer(out.data_ptr(), target.index, dev.data_ptr(), from.index, out.nbytes()),
-          "cudaMemcpyPeer");
+    const DeviceContext& ctx = context(target.index);
+    DeviceGuard guard(target.index);
+    check(cudaMemcpyPeerAsync(out.data_ptr(), target.index, dev.data_ptr(), from.index,
+                              out.nbytes(), ctx.compute),
+          "cudaMemcpyPeerAsync");
+    check(cudaStreamSynchronize(ctx.compute), "waiting for a GPU to GPU copy");
   }
   return out;
 }
