@@ -389,27 +389,18 @@ Plan plan_for(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const
   return it->second;
 }
 
-// Runs one pass: `x`, `w`, `y` are the device pointers of the padded input (dx for backward
-// data), the KRSC filters (dw for backward filters) and the output (dy for the backward passes).
-void run(ConvPlanKey key, Device device, cudnnHandle_t handle, const void* x, const void* w,
-         const void* y) {
-  Plan plan = plan_for(key, device, handle, Buffers{x, w, y});
-  if (!plan.found && key.compute == detail::ConvCompute::float16) {
-    // cuDNN's float16-accumulating (TRUE_HALF) configuration has few NHWC kernels; where it has
-    // none for a shape, accumulate in float32 instead (as bfloat16 always does) rather than fail.
-    key.compute = detail::ConvCompute::float32;
-    plan = plan_for(key, device, handle, Buffers{x, w, y});
-  }
-  if (!plan.found) {
-    throw DeviceError(std::string("conv2d on CUDA: cuDNN offers no ") + pass_name(key.pass) +
-                      " algorithm for " + std::string(dtype_name(key.dtype)) + " input (" +
-                      std::to_string(key.batch) + ", " + std::to_string(key.in_h) + ", " +
-                      std::to_string(key.in_w) + ", " + std::to_string(key.in_channels) +
-                      ") with " + std::to_string(key.out_channels) + " filters of " +
-                      std::to_string(key.kernel_h) + "x" + std::to_string(key.kernel_w) +
-                      " within a " + format_bytes(detail::kMaxConvWorkspace) +
-                      " workspace; run this layer on the CPU or change its shape");
-  }
+// Forgets the algorithm of `key`: a later plan_for finds it not found (used when cuDNN refuses to
+// run what its heuristic offered).
+void mark_unsupported(const ConvPlanKey& key) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.plans.find(key);
+  if (it != c.plans.end()) it->second.found = false;
+}
+
+// Runs one planned pass; returns cuDNN's status.
+cudnnStatus_t execute(const Plan& plan, const ConvPlanKey& key, Device device, cudnnHandle_t handle,
+                      const void* x, const void* w, const void* y) {
   // alpha = 1, beta = 0: float for every data type but double (cuDNN's scaling-parameter rule).
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
@@ -439,7 +430,43 @@ void run(ConvPlanKey key, Device device, cudnnHandle_t handle, const void* x, co
   }
   // Stream-ordered: the next user of the workspace block on this stream runs after the call.
   if (workspace != nullptr) deallocate(device, workspace, plan.workspace);
-  check_cudnn(status, std::string("cuDNN convolution ") + pass_name(key.pass));
+  return status;
+}
+
+// Runs one pass: `x`, `w`, `y` are the device pointers of the padded input (dx for backward
+// data), the KRSC filters (dw for backward filters) and the output (dy for the backward passes).
+void run(ConvPlanKey key, Device device, cudnnHandle_t handle, const void* x, const void* w,
+         const void* y) {
+  Plan plan = plan_for(key, device, handle, Buffers{x, w, y});
+  if (plan.found && key.compute == detail::ConvCompute::float16) {
+    const cudnnStatus_t status = execute(plan, key, device, handle, x, w, y);
+    if (status != CUDNN_STATUS_NOT_SUPPORTED) {
+      check_cudnn(status, std::string("cuDNN convolution ") + pass_name(key.pass));
+      return;
+    }
+    // The heuristic offered a TRUE_HALF algorithm the call then refused: remember that, so
+    // later steps go straight to the float32-accumulating plan below.
+    mark_unsupported(key);
+    plan.found = false;
+  }
+  if (!plan.found && key.compute == detail::ConvCompute::float16) {
+    // cuDNN's float16-accumulating (TRUE_HALF) configuration has few NHWC kernels; where it has
+    // none for a shape, accumulate in float32 instead (as bfloat16 always does) rather than fail.
+    key.compute = detail::ConvCompute::float32;
+    plan = plan_for(key, device, handle, Buffers{x, w, y});
+  }
+  if (!plan.found) {
+    throw DeviceError(std::string("conv2d on CUDA: cuDNN offers no ") + pass_name(key.pass) +
+                      " algorithm for " + std::string(dtype_name(key.dtype)) + " input (" +
+                      std::to_string(key.batch) + ", " + std::to_string(key.in_h) + ", " +
+                      std::to_string(key.in_w) + ", " + std::to_string(key.in_channels) +
+                      ") with " + std::to_string(key.out_channels) + " filters of " +
+                      std::to_string(key.kernel_h) + "x" + std::to_string(key.kernel_w) +
+                      " within a " + format_bytes(detail::kMaxConvWorkspace) +
+                      " workspace; run this layer on the CPU or change its shape");
+  }
+  check_cudnn(execute(plan, key, device, handle, x, w, y),
+              std::string("cuDNN convolution ") + pass_name(key.pass));
 }
 
 // True when the convolution has no products to sum (an empty reduction): the caller fills zeros.

@@ -3,7 +3,10 @@
 #include "backend/cuda/image.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/context.h"
@@ -80,7 +83,7 @@ struct DeviceTaps {
   Tensor index, weight;
 };
 
-DeviceTaps device_taps(const std::vector<ResizeTap>& t, Device device) {
+DeviceTaps upload_taps(const std::vector<ResizeTap>& t, Device device) {
   std::vector<std::int64_t> index;
   std::vector<double> weight;
   for (const ResizeTap& tap : t) {
@@ -96,11 +99,37 @@ struct Sources {
   Tensor first, source, weight;
 };
 
-Sources device_sources(std::int64_t in, std::int64_t out, DType dtype, Device device) {
+Sources upload_sources(std::int64_t in, std::int64_t out, DType dtype, Device device) {
   const detail::ResizeSources r =
       detail::resize_sources(detail::resize_taps(in, out, dtype), in, dtype);
   return {host_int64(r.first).to(device), host_int64(r.source).to(device),
           host_double(r.weight).to(device)};
+}
+
+// The tables depend only on (in, out, dtype, device): each is uploaded once and kept (a few KiB),
+// so a resize inside a training loop queues no host-to-device copy (each such copy may make the
+// host wait for the compute stream, transfer.cpp).
+using TableKey = std::tuple<std::int64_t, std::int64_t, int, int>;  // in, out, dtype, device index
+
+template <typename Tables, typename Make>
+const Tables& cached_tables(std::map<TableKey, Tables>& cache, const TableKey& key, Make make) {
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, make()).first;
+  return it->second;
+}
+
+const DeviceTaps& device_taps(std::int64_t in, std::int64_t out, DType dtype, Device device) {
+  static auto* cache = new std::map<TableKey, DeviceTaps>();  // never destroyed (device memory)
+  return cached_tables(*cache, TableKey{in, out, static_cast<int>(dtype), device.index},
+                       [&] { return upload_taps(detail::resize_taps(in, out, dtype), device); });
+}
+
+const Sources& device_sources(std::int64_t in, std::int64_t out, DType dtype, Device device) {
+  static auto* cache = new std::map<TableKey, Sources>();
+  return cached_tables(*cache, TableKey{in, out, static_cast<int>(dtype), device.index},
+                       [&] { return upload_sources(in, out, dtype, device); });
 }
 
 void check_image(const char* op, const Tensor& t) {
@@ -135,8 +164,8 @@ Tensor resize_bilinear(const Tensor& x, std::int64_t height, std::int64_t width)
   }
   Tensor y = core::make_tensor(Shape{n, height, width, c}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
-  const DeviceTaps rows = device_taps(detail::resize_taps(h, height, x.dtype()), x.device());
-  const DeviceTaps cols = device_taps(detail::resize_taps(w, width, x.dtype()), x.device());
+  const DeviceTaps& rows = device_taps(h, height, x.dtype(), x.device());
+  const DeviceTaps& cols = device_taps(w, width, x.dtype(), x.device());
   StreamScope scope(x.device());
   const Tensor xc = contiguous(x.detach());
   kernels::resize_bilinear_forward(x.dtype(), n, h, w, c, height, width,
@@ -159,8 +188,8 @@ Tensor resize_bilinear_backward(const Tensor& dy, std::int64_t in_height, std::i
   const DType dtype = dy.dtype();
   Tensor dx = core::make_tensor(Shape{n, in_height, in_width, c}, dtype, dy.device());
   if (dx.numel() == 0) return dx;
-  const Sources rows = device_sources(in_height, oh, dtype, dy.device());
-  const Sources cols = device_sources(in_width, ow, dtype, dy.device());
+  const Sources& rows = device_sources(in_height, oh, dtype, dy.device());
+  const Sources& cols = device_sources(in_width, ow, dtype, dy.device());
   StreamScope scope(dy.device());
   const Tensor gc = contiguous(dy.detach());
   // Vertical: (N, OH, OW * C) -> column (N, H, OW * C) in the compute type.
