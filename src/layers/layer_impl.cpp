@@ -160,8 +160,8 @@ Tensor LayerImpl::add_weight(const std::string& name, const Shape& shape,
   if (value.shape() != shape || value.dtype() != want) {
     throw ValueError(name_ + ": initializer '" + initializer.name() + "' returned " +
                      std::string(dtype_name(value.dtype())) + " " + value.shape().to_string() +
-                     " for variable '" + full + "', expected " +
-                     std::string(dtype_name(want)) + " " + shape.to_string());
+                     " for variable '" + full + "', expected " + std::string(dtype_name(want)) +
+                     " " + shape.to_string());
   }
   const bool is_trainable = trainable == Trainable::yes;
   if (is_floating(value.dtype())) value.set_requires_grad(is_trainable && trainable_);
