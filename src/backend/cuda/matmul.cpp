@@ -335,8 +335,13 @@ bool run(const Operand& oa, const Operand& ob, std::int64_t m_rows, std::int64_t
   if (op != plan.op) cublasLtMatmulDescDestroy(op);
   // Stream-ordered: the next user of the workspace block on this stream runs after the matmul.
   if (workspace != nullptr) deallocate(dev, workspace, plan.workspace);
-  // An epilogue the heuristic accepted but the launch refuses: the caller's unfused path.
-  if (ep.epilogue != 0 && status == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+  // An epilogue the heuristic accepted but the launch refuses: the caller's unfused path. The
+  // cached plan is marked not found, so later calls of this key go there without a failed launch.
+  if (ep.epilogue != 0 && status == CUBLAS_STATUS_NOT_SUPPORTED) {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.plans.at(key).found = false;
+    return false;
+  }
   check_lt(status, "cublasLtMatmul");
   return true;
 }
