@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "mixprec/error.h"
+
 namespace mixprec {
 
 namespace {
@@ -50,6 +52,25 @@ double Generator::normal() {
   spare_ = radius * std::sin(angle);
   has_spare_ = true;
   return radius * std::cos(angle);
+}
+
+GeneratorState Generator::state() const {
+  GeneratorState st;
+  for (int i = 0; i < 4; ++i) st.words[static_cast<std::size_t>(i)] = s_[i];
+  st.has_spare = has_spare_;
+  st.spare = spare_;
+  return st;
+}
+
+void Generator::set_state(const GeneratorState& state) {
+  if (state.words[0] == 0 && state.words[1] == 0 && state.words[2] == 0 && state.words[3] == 0) {
+    throw ValueError(
+        "Generator::set_state: the state is all zero, which xoshiro256** never "
+        "reaches; pass a state taken with Generator::state()");
+  }
+  for (int i = 0; i < 4; ++i) s_[i] = state.words[static_cast<std::size_t>(i)];
+  has_spare_ = state.has_spare;
+  spare_ = state.spare;
 }
 
 std::uint64_t Generator::below(std::uint64_t n) {

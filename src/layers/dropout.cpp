@@ -116,6 +116,8 @@ class DropoutImpl final : public LayerImpl {
     return {masked_multiply(x, key)};
   }
 
+  Generator* own_generator() override { return generator_ ? &*generator_ : nullptr; }
+
   double rate_;
   std::optional<Generator> generator_;
 };

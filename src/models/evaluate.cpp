@@ -12,6 +12,7 @@
 #include "mixprec/error.h"
 #include "mixprec/models/model.h"
 #include "mixprec/ops.h"
+#include "models/callback_list.h"
 #include "models/training_state.h"
 
 namespace mixprec {
@@ -23,37 +24,6 @@ void check_batch_size(const Model& model, const char* what, std::int64_t batch_s
     throw ValueError("model '" + model.name() + "': " + what + "(): batch_size must be " +
                      "positive, got " + std::to_string(batch_size));
   }
-}
-
-std::vector<callbacks::ProgressValue> as_progress_values(
-    const std::vector<std::pair<std::string, double>>& values) {
-  std::vector<callbacks::ProgressValue> out;
-  for (const auto& [name, value] : values) out.push_back({name, value});
-  return out;
-}
-
-// Keras evaluate() on a pipeline with targets (the tensor form is a pipeline without steps).
-Scores evaluate_pipeline(const Model& model, models::TrainingState& state,
-                         const data::Pipeline& data, std::int64_t batch_size, Verbosity verbose) {
-  models::reset_metrics(state);
-  NoGradScope no_grad;
-  const data::Epoch epoch = data.dataset().batches(batch_size);
-  // Batches on the model's device, prefetched by a producer thread on a GPU (data/prefetch.h).
-  data::Prefetcher batches(data, epoch, data::prefetch_options_for(models::model_device(model)));
-  std::optional<callbacks::ProgressBar> progress = models::make_progress(verbose);
-  if (progress) progress->start(epoch.size());
-  for (std::int64_t i = 0; i < epoch.size(); ++i) {
-    const data::Batch batch = batches.next();
-    const Tensor y_pred = model(batch.x, CallOptions{.training = false});
-    state.loss_tracker.add(models::batch_loss(state, batch.y, y_pred), batch.x.dim(0));
-    for (metrics::Metric& m : state.metrics) m.update_state(batch.y, y_pred);
-    if (progress && progress->due()) {
-      progress->update(i + 1, as_progress_values(models::metric_results(state)));
-    }
-  }
-  Scores scores{models::metric_results(state)};
-  if (progress) progress->finish(as_progress_values(scores.values));
-  return scores;
 }
 
 // predict() on a pipeline: the outputs of every batch, concatenated.
@@ -77,11 +47,52 @@ Tensor predict_pipeline(Model& model, const data::Pipeline& data, const PredictO
 
 }  // namespace
 
+namespace models {
+
+Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::Pipeline& data,
+                               std::int64_t batch_size, CallbackList& callbacks) {
+  reset_metrics(state);
+  NoGradScope no_grad;
+  const data::Epoch epoch = data.dataset().batches(batch_size);
+  // Batches on the model's device, prefetched by a producer thread on a GPU (data/prefetch.h).
+  data::Prefetcher batches(data, epoch, data::prefetch_options_for(model_device(model)));
+  callbacks.set_steps(epoch.size());
+  callbacks.on_test_begin({});
+  try {
+    for (std::int64_t i = 0; i < epoch.size(); ++i) {
+      const data::Batch batch = batches.next();
+      const Tensor y_pred = model(batch.x, CallOptions{.training = false});
+      state.loss_tracker.add(batch_loss(state, batch.y, y_pred), batch.x.dim(0));
+      for (metrics::Metric& m : state.metrics) m.update_state(batch.y, y_pred);
+      // Read only when a callback looks (the progress bar: when it redraws).
+      callbacks.on_test_batch_end(
+          i, callbacks::Logs::lazy([&state] { return metric_results(state); }));
+    }
+  } catch (...) {
+    callbacks.interrupt();
+    throw;
+  }
+  Scores scores{metric_results(state)};
+  callbacks.on_test_end(callbacks::Logs(scores.values));
+  return scores;
+}
+
+}  // namespace models
+
+namespace {
+Scores evaluate_pipeline(Model& model, models::TrainingState& state, const data::Pipeline& data,
+                         const EvaluateOptions& options) {
+  models::CallbackList callbacks(model, options.callbacks,
+                                 models::resolve_verbosity(options.verbose), false, {});
+  return models::evaluate_with_callbacks(model, state, data, options.batch_size, callbacks);
+}
+}  // namespace
+
 Scores Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options) {
   models::TrainingState& state = models::require_compiled(*this, "evaluate");
   check_batch_size(*this, "evaluate", options.batch_size);
   models::check_samples(x, y, "evaluate");
-  return evaluate_pipeline(*this, state, data::Pipeline(x, y), options.batch_size, options.verbose);
+  return evaluate_pipeline(*this, state, data::Pipeline(x, y), options);
 }
 
 Scores Model::evaluate(const data::Pipeline& data, EvaluateOptions options) {
@@ -94,7 +105,7 @@ Scores Model::evaluate(const data::Pipeline& data, EvaluateOptions options) {
                                        : std::to_string(data.size()) + " samples without targets") +
                      "; build it as Pipeline(x, y)");
   }
-  return evaluate_pipeline(*this, state, data, options.batch_size, options.verbose);
+  return evaluate_pipeline(*this, state, data, options);
 }
 
 Tensor Model::predict(const Tensor& x, PredictOptions options) {

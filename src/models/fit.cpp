@@ -1,5 +1,6 @@
 // Model::fit on tensors and on a data::Pipeline (the tensor form is a pipeline without steps):
 // validation of the arguments, the epoch loop, progress output and History.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,8 @@
 #include "mixprec/data/pipeline.h"
 #include "mixprec/error.h"
 #include "mixprec/models/model.h"
+#include "models/callback_list.h"
+#include "models/fit_run.h"
 #include "models/step_timer.h"
 #include "models/training_state.h"
 
@@ -44,6 +47,9 @@ void validate_fit_options(const Model& model, const FitOptions& o) {
   if (o.epochs < 0) {
     throw ValueError(who + ": epochs must be >= 0, got " + std::to_string(o.epochs));
   }
+  if (o.initial_epoch < 0) {
+    throw ValueError(who + ": initial_epoch must be >= 0, got " + std::to_string(o.initial_epoch));
+  }
 }
 
 void validate_split_and_validation_data(const Model& model, const FitOptions& o) {
@@ -68,115 +74,197 @@ void validate_fit(const Model& model, const Tensor& x, const Tensor& y, const Fi
   validate_split_and_validation_data(model, o);
 }
 
-// The running values shown while an epoch trains: the metrics, then the loss-scaling state.
-std::vector<callbacks::ProgressValue> progress_values(const models::TrainingState& state,
-                                                      std::int64_t skipped) {
-  std::vector<callbacks::ProgressValue> values;
-  for (auto& [name, value] : models::metric_results(state)) values.push_back({name, value});
-  if (state.loss_scale) {
-    values.push_back({"loss_scale", state.loss_scale->loss_scale(), callbacks::ValueFormat::count});
-    if (skipped > 0) {
-      values.push_back(
-          {"skipped_steps", static_cast<double>(skipped), callbacks::ValueFormat::count});
+// The training data and the validation data of fit(): Keras takes validation_data over
+// validation_split, and the split takes the last samples, before any shuffling.
+struct FitData {
+  data::Pipeline train;
+  std::optional<data::Pipeline> validation;
+};
+
+FitData split_fit_data(const data::Pipeline& all, const FitOptions& options) {
+  FitData d{all, std::nullopt};
+  if (options.validation_data) {
+    if (const auto* xy = std::get_if<std::pair<Tensor, Tensor>>(&*options.validation_data)) {
+      d.validation.emplace(xy->first, xy->second);
+    } else {
+      d.validation = std::get<data::Pipeline>(*options.validation_data);
     }
+  } else if (options.validation_split > 0.0) {
+    data::PipelineSplit split = all.split_validation(options.validation_split);
+    d.train = split.train;
+    d.validation = split.validation;
+  }
+  return d;
+}
+
+std::int64_t steps_per_epoch(const Model& model, const FitOptions& o, std::int64_t batches) {
+  if (!o.steps_per_epoch) return batches;
+  if (*o.steps_per_epoch <= 0 || *o.steps_per_epoch > batches) {
+    throw ValueError("model '" + model.name() + "': fit(): steps_per_epoch must be in [1, " +
+                     std::to_string(batches) + "] (the batches of the training data), got " +
+                     std::to_string(*o.steps_per_epoch));
+  }
+  return *o.steps_per_epoch;
+}
+
+// The logs of a batch or an epoch: the metrics, then the learning rate and loss-scaling state.
+callbacks::Logs::Values training_logs(const models::TrainingState& state,
+                                      std::int64_t skipped_before) {
+  callbacks::Logs::Values values = models::metric_results(state);
+  values.emplace_back(callbacks::log_names::learning_rate, state.optimizer.learning_rate());
+  if (const auto& lso = state.loss_scale) {
+    values.emplace_back(callbacks::log_names::loss_scale, lso->loss_scale());
+    values.emplace_back(callbacks::log_names::skipped_steps,
+                        static_cast<double>(lso->skipped_steps() - skipped_before));
   }
   return values;
 }
 
-// The training loop of both forms of fit(), on arguments already validated.
-History fit_pipeline(Model& model, models::TrainingState& state, const data::Pipeline& all,
-                     const FitOptions& options) {
-  // Keras: validation_data wins over validation_split; the split takes the last samples, before
-  // any shuffling.
-  data::Pipeline train = all;
-  std::optional<data::Pipeline> validation;
-  if (options.validation_data) {
-    if (const auto* xy = std::get_if<std::pair<Tensor, Tensor>>(&*options.validation_data)) {
-      validation.emplace(xy->first, xy->second);
-    } else {
-      validation = std::get<data::Pipeline>(*options.validation_data);
-    }
-  } else if (options.validation_split > 0.0) {
-    data::PipelineSplit split = all.split_validation(options.validation_split);
-    train = split.train;
-    validation = split.validation;
-  }
-  data::BatchLoader loader(train.dataset(),
-                           {.batch_size = options.batch_size,
-                            .shuffle = options.shuffle ? data::Shuffle::yes : data::Shuffle::no,
-                            .seed = options.seed});
-
-  std::optional<callbacks::ProgressBar> progress = models::make_progress(options.verbose);
-
-  const std::optional<mixed_precision::LossScaleOptimizer>& lso = state.loss_scale;
-  std::optional<std::vector<Tensor>> variables;  // fetched by the first step, then reused
-  // Batches go where the model computes. On a GPU a producer thread assembles the next batches
-  // and queues their copies while this thread queues the step (data/prefetch.h); on the CPU
-  // they are assembled here, in the loop, as always.
-  const data::PrefetchOptions prefetch = data::prefetch_options_for(models::model_device(model));
-  models::StepTimer timer(prefetch.device);
-  History history;
-  for (int e = 1; e <= options.epochs; ++e) {
-    const Clock::time_point epoch_start = Clock::now();
-    models::reset_metrics(state);
-    const data::Epoch epoch = loader.next_epoch();  // the shuffle draws here, on this thread
-    const std::int64_t skipped_before = lso ? lso->skipped_steps() : 0;
-    EpochLog log;
-    log.epoch = e;
-    if (progress) {
-      progress->start(epoch.size(),
-                      "Epoch " + std::to_string(e) + "/" + std::to_string(options.epochs));
-    }
-
-    // Stopped and joined when this epoch's scope ends, also by an exception.
-    data::Prefetcher batches(train, epoch, prefetch);
-    for (std::int64_t i = 0; i < epoch.size(); ++i) {
-      try {
-        // Batch assembly: the rows in this epoch's order, then the pipeline's steps.
-        const data::Batch batch = batches.next();
-        // step_ms: the optimisation step itself (forward, backward, update, metrics), without
-        // batch assembly or printing; on a GPU measured there with events (step_timer.h).
-        timer.step_started();
-        models::train_step(model, state, batch.x, batch.y, variables, {e, i + 1});
-        timer.step_finished();
-      } catch (...) {
-        if (progress) progress->interrupt();
-        throw;
-      }
-      // Values are gathered and formatted only when the bar redraws (at most ~10 times/s).
-      if (progress && progress->due()) {
-        progress->update(i + 1,
-                         progress_values(state, lso ? lso->skipped_steps() - skipped_before : 0));
-      }
-    }
-
-    log.step_ms = timer.take_times();
-    log.skipped_steps = lso ? lso->skipped_steps() - skipped_before : 0;
-    if (lso) log.loss_scale = lso->loss_scale();
-    std::vector<callbacks::ProgressValue> shown = progress_values(state, log.skipped_steps);
-    for (auto& [name, value] : models::metric_results(state)) log.metrics[name] = value;
-    if (validation) {
-      const Scores scores = model.evaluate(
-          *validation, {.batch_size = options.batch_size, .verbose = Verbosity::silent});
-      for (const auto& [name, value] : scores.values) {
-        log.metrics["val_" + name] = value;
-        shown.push_back({"val_" + name, value});
-      }
-    }
-    log.seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-    if (progress) progress->finish(shown);
-    for (const auto& [name, value] : log.metrics) history.history[name].push_back(value);
-    history.epochs.push_back(std::move(log));
-  }
-  return history;
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  return v[mid];
 }
+
+// fit()'s loop over epochs and batches, with its callbacks.
+class FitLoop {
+ public:
+  FitLoop(Model& model, models::TrainingState& state, const FitData& data,
+          const FitOptions& options)
+      : model_(model),
+        state_(state),
+        data_(data),
+        options_(options),
+        loader_(data.train.dataset(),
+                {.batch_size = options.batch_size,
+                 .shuffle = options.shuffle ? data::Shuffle::yes : data::Shuffle::no,
+                 .seed = options.seed}),
+        steps_(steps_per_epoch(model, options, loader_.batches_per_epoch())),
+        verbose_(models::resolve_verbosity(options.verbose)),
+        callbacks_(
+            model, options.callbacks, verbose_, true,
+            {.epochs = options.epochs, .initial_epoch = options.initial_epoch, .steps = steps_}),
+        prefetch_(data::prefetch_options_for(models::model_device(model))),
+        timer_(prefetch_.device) {
+    run_.loader = &loader_;
+    run_.epoch = options.initial_epoch;
+    run_.steps = steps_;
+    run_.loader_state_before = loader_.generator_state();
+  }
+
+  History run() {
+    models::ModelImpl& impl = model_.model_impl();
+    impl.stop_training = false;
+    impl.fit_run = &run_;
+    struct Detach {
+      models::ModelImpl& impl;
+      ~Detach() { impl.fit_run = nullptr; }
+    } detach{impl};
+    try {
+      callbacks_.on_train_begin({});
+      models::ResumePoint start{options_.initial_epoch, 0, loader_.generator_state()};
+      if (run_.resume) start = *run_.resume;  // a checkpoint restored by a callback
+      loader_.set_generator_state(start.loader_state);
+      for (int e = start.epoch; e < options_.epochs && !impl.stop_training; ++e) {
+        run_epoch(e, e == start.epoch ? start.step : 0);
+      }
+      callbacks_.on_train_end(callbacks::Logs(last_logs_));  // the last epoch's logs (Keras)
+    } catch (...) {
+      callbacks_.interrupt();
+      throw;
+    }
+    return callbacks_.history()->history();
+  }
+
+ private:
+  void run_epoch(int e, std::int64_t first_step) {
+    const Clock::time_point epoch_start = Clock::now();
+    models::reset_metrics(state_);
+    run_.epoch = e;
+    run_.step = first_step;
+    run_.loader_state_before = loader_.generator_state();
+    const data::Epoch epoch = loader_.next_epoch();  // the shuffle draws here, on this thread
+    const std::int64_t skipped_before = state_.loss_scale ? state_.loss_scale->skipped_steps() : 0;
+    callbacks_.on_epoch_begin(e, {});
+    run_batches(epoch, first_step, e, skipped_before);
+
+    std::vector<double> step_ms = timer_.take_times();
+    callbacks::Logs::Values logs = training_logs(state_, skipped_before);
+    if (data_.validation) validate(logs);
+    double total_ms = 0.0;
+    for (double t : step_ms) total_ms += t;
+    const std::int64_t samples = std::min(data_.train.size(), steps_ * options_.batch_size) -
+                                 std::min(data_.train.size(), first_step * options_.batch_size);
+    logs.emplace_back(callbacks::log_names::step_ms, median(step_ms));
+    logs.emplace_back(callbacks::log_names::samples_per_s,
+                      total_ms > 0.0 ? static_cast<double>(samples) / (total_ms / 1000.0) : 0.0);
+    logs.emplace_back(callbacks::log_names::epoch_seconds,
+                      std::chrono::duration<double>(Clock::now() - epoch_start).count());
+    last_logs_ = logs;
+    callbacks_.on_epoch_end(e, callbacks::Logs(std::move(logs)));
+    callbacks_.history()->set_step_times(std::move(step_ms));
+  }
+
+  void run_batches(const data::Epoch& epoch, std::int64_t first_step, int e,
+                   std::int64_t skipped_before) {
+    // Batches first_step .. steps_ - 1 of this epoch's order (a resumed epoch skips those done).
+    const data::Pipeline& train = data_.train;
+    data::Prefetcher batches(
+        steps_ - first_step,
+        [&train, &epoch, first_step](std::int64_t i) {
+          return train.apply(epoch.batch(first_step + i));
+        },
+        prefetch_);
+    const models::TrainingState& state = state_;
+    for (std::int64_t i = first_step; i < steps_; ++i) {
+      callbacks_.on_train_batch_begin(i, {});
+      // Batch assembly: the rows in this epoch's order, then the pipeline's steps.
+      const data::Batch batch = batches.next();
+      // step_ms: the optimisation step itself (forward, backward, update, metrics), without
+      // batch assembly or callbacks; on a GPU measured there with events (step_timer.h).
+      timer_.step_started();
+      models::train_step(model_, state_, batch.x, batch.y, variables_, {e + 1, i + 1});
+      timer_.step_finished();
+      run_.step = i + 1;
+      // Read only when a callback looks (the progress bar: when it redraws).
+      callbacks_.on_train_batch_end(i, callbacks::Logs::lazy([&state, skipped_before] {
+                                      return training_logs(state, skipped_before);
+                                    }));
+      if (model_.model_impl().stop_training) break;
+    }
+  }
+
+  void validate(callbacks::Logs::Values& logs) {
+    const Scores scores = models::evaluate_with_callbacks(model_, state_, *data_.validation,
+                                                          options_.batch_size, callbacks_);
+    callbacks_.set_steps(steps_);
+    // The training metrics were reset by evaluate; `logs` already holds them.
+    for (const auto& [name, value] : scores.values) logs.emplace_back("val_" + name, value);
+  }
+
+  Model& model_;
+  models::TrainingState& state_;
+  const FitData& data_;
+  const FitOptions& options_;
+  data::BatchLoader loader_;
+  std::int64_t steps_;
+  Verbosity verbose_;
+  models::CallbackList callbacks_;
+  data::PrefetchOptions prefetch_;
+  models::StepTimer timer_;
+  models::FitRun run_;
+  std::optional<std::vector<Tensor>> variables_;  // fetched by the first step, then reused
+  callbacks::Logs::Values last_logs_;             // of the last epoch that ended
+};
 
 }  // namespace
 
 History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
   models::TrainingState& state = models::require_compiled(*this, "fit");
   validate_fit(*this, x, y, options);
-  return fit_pipeline(*this, state, data::Pipeline(data::Dataset(x, y)), options);
+  const FitData data = split_fit_data(data::Pipeline(data::Dataset(x, y)), options);
+  return FitLoop(*this, state, data, options).run();
 }
 
 History Model::fit(const data::Pipeline& train, FitOptions options) {
@@ -184,7 +272,11 @@ History Model::fit(const data::Pipeline& train, FitOptions options) {
   validate_fit_options(*this, options);
   check_pipeline(*this, train, "fit");
   validate_split_and_validation_data(*this, options);
-  return fit_pipeline(*this, state, train, options);
+  const FitData data = split_fit_data(train, options);
+  return FitLoop(*this, state, data, options).run();
 }
+
+bool Model::stop_training() const { return model_impl().stop_training; }
+void Model::set_stop_training(bool stop) { model_impl().stop_training = stop; }
 
 }  // namespace mixprec

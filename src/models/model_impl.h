@@ -19,6 +19,8 @@ namespace mixprec::models {
 // Defined by the training loop (compile/fit state: optimizer, losses, metrics, history). Held by
 // shared_ptr so that this header needs only the declaration.
 struct TrainingState;
+// The running fit()'s position (src/models/fit_run.h), for checkpoints; null outside fit().
+struct FitRun;
 
 class ModelImpl : public layers::LayerImpl {
  public:
@@ -58,6 +60,10 @@ class ModelImpl : public layers::LayerImpl {
 
   // compile()/fit() state, owned by the training loop; null until compile().
   std::shared_ptr<TrainingState> training;
+  // Set while fit() runs (callbacks that save or restore checkpoints read and write it).
+  FitRun* fit_run = nullptr;
+  // Keras's model.stop_training.
+  bool stop_training = false;
 
  protected:
   std::vector<KerasTensor> inputs_, outputs_;

@@ -122,6 +122,11 @@ void train_step(const Model& model, TrainingState& state, const Tensor& x, const
 void check_samples(const Tensor& x, const Tensor& y, const char* what);
 
 void reset_metrics(TrainingState& state);
+
+class CallbackList;
+// evaluate() on `data` with the callbacks' test hooks (fit()'s validation passes fit's list).
+Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::Pipeline& data,
+                               std::int64_t batch_size, CallbackList& callbacks);
 // "loss" then each metric, in compile order.
 std::vector<std::pair<std::string, double>> metric_results(const TrainingState& state);
 

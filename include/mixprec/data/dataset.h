@@ -143,6 +143,10 @@ class BatchLoader {
   std::int64_t batches_per_epoch() const;
   const Dataset& dataset() const { return data_; }
   const BatchOptions& options() const { return options_; }
+  // The shuffling generator's state: restoring the state taken before an epoch's next_epoch()
+  // gives that epoch's order again (checkpoints resume inside an epoch with it).
+  GeneratorState generator_state() const { return generator_.state(); }
+  void set_generator_state(const GeneratorState& state) { generator_.set_state(state); }
 
  private:
   Dataset data_;

@@ -24,6 +24,7 @@
 #include "mixprec/initializers.h"
 #include "mixprec/layers/keras_tensor.h"
 #include "mixprec/mixed_precision/policy.h"
+#include "mixprec/random.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec {
@@ -118,6 +119,9 @@ class LayerImpl {
   virtual bool autocasts() const { return true; }
   // Whether the main computation is a matmul or convolution (see accumulation_dtype()).
   virtual bool uses_matmul() const { return false; }
+  // A generator the layer owns and draws from while training (a seeded Dropout), or null when it
+  // draws from default_generator() or not at all; checkpoints save and restore its state.
+  virtual Generator* own_generator() { return nullptr; }
 
  protected:
   // Creates a variable "<layer>/<name>" in the variable dtype (or `dtype` when given: Keras'

@@ -112,6 +112,10 @@ class Model : public layers::Layer {
   // The optimizer compile() installed (a LossScaleOptimizer under mixed_float16); undefined
   // before compile().
   optimizers::Optimizer optimizer() const;
+  // Keras's model.stop_training: a callback sets it to end fit() after the current batch; fit()
+  // clears it when it starts.
+  bool stop_training() const;
+  void set_stop_training(bool stop);
 
   // Internal: the model's state, for the training loop (src/models/model_impl.h).
   models::ModelImpl& model_impl() const;

@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "mixprec/callbacks/callback.h"
 #include "mixprec/data/pipeline.h"
 #include "mixprec/losses.h"
 #include "mixprec/metrics.h"
@@ -45,11 +46,21 @@ struct FitOptions {
   std::optional<ValidationData> validation_data;
   bool shuffle = true;
   std::optional<std::uint64_t> seed;  // shuffling seed; default: drawn from default_generator()
+  // Called around training, epochs and batches (include/mixprec/callbacks/*.h), in this order,
+  // after the progress bar (unless verbose is silent) and before the History fit() returns.
+  std::vector<callbacks::CallbackRef> callbacks;
+  // The epoch index to start at (Keras): fit trains epochs initial_epoch .. epochs - 1, numbered
+  // from initial_epoch + 1 in the progress output and History. 0 <= initial_epoch.
+  int initial_epoch = 0;
+  // Batches per epoch; default: every batch of the training data. At most the number of batches.
+  std::optional<std::int64_t> steps_per_epoch;
 };
 
 struct EvaluateOptions {
   std::int64_t batch_size = 32;
   Verbosity verbose = Verbosity::automatic;
+  // on_test_begin, on_test_batch_end and on_test_end of each.
+  std::vector<callbacks::CallbackRef> callbacks;
 };
 
 struct PredictOptions {
