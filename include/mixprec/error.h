@@ -42,4 +42,11 @@ class AutogradError : public Error {
   using Error::Error;
 };
 
+// Files that cannot be read or written, or whose contents are malformed (a truncated checkpoint, a
+// bad header); the message names the file and the problem.
+class IOError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace mixprec
