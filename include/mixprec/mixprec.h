@@ -5,7 +5,7 @@
 #include "mixprec/applications.h"
 #include "mixprec/autograd.h"
 #include "mixprec/bfloat16.h"
-#include "mixprec/callbacks/progress_bar.h"
+#include "mixprec/callbacks/callbacks.h"
 #include "mixprec/convert.h"
 #include "mixprec/creation.h"
 #include "mixprec/cuda.h"

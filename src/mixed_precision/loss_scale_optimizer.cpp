@@ -121,6 +121,7 @@ class LossScaleOptimizerImpl final : public optimizers::detail::OptimizerImpl {
   void set_learning_rate(const optimizers::LearningRate& learning_rate) override {
     inner().set_learning_rate(learning_rate);
   }
+  bool learning_rate_is_schedule() const override { return inner().learning_rate_is_schedule(); }
 
   optimizers::OptimizerState get_state() const override {
     const LossScaleState& s = loss_scale().state();

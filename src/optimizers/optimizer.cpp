@@ -59,6 +59,9 @@ void Optimizer::apply_gradients(const std::vector<Tensor>& grads,
 void Optimizer::build(const std::vector<Tensor>& variables) { checked_impl().build(variables); }
 std::int64_t Optimizer::iterations() const { return checked_impl().iterations(); }
 double Optimizer::learning_rate() const { return checked_impl().learning_rate(); }
+bool Optimizer::learning_rate_is_schedule() const {
+  return checked_impl().learning_rate_is_schedule();
+}
 void Optimizer::set_learning_rate(const LearningRate& learning_rate) {
   checked_impl().set_learning_rate(learning_rate);
 }

@@ -43,6 +43,7 @@ class OptimizerImpl {
   virtual std::int64_t iterations() const = 0;
   virtual double learning_rate() const = 0;
   virtual void set_learning_rate(const LearningRate& learning_rate) = 0;
+  virtual bool learning_rate_is_schedule() const = 0;
   virtual OptimizerState get_state() const = 0;
   virtual void set_state(const OptimizerState& state) = 0;
 };
@@ -80,6 +81,7 @@ class SlotOptimizer : public OptimizerImpl {
   void set_learning_rate(const LearningRate& learning_rate) override {
     learning_rate_ = learning_rate;
   }
+  bool learning_rate_is_schedule() const override { return !learning_rate_.is_constant(); }
   OptimizerState get_state() const override;
   void set_state(const OptimizerState& state) override;
 

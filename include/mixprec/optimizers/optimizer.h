@@ -76,6 +76,8 @@ class Optimizer {
   double learning_rate() const;
   // Replaces the learning rate or schedule (callbacks such as ReduceLROnPlateau).
   void set_learning_rate(const LearningRate& learning_rate);
+  // Whether the learning rate is a schedule of the iterations (false: a constant).
+  bool learning_rate_is_schedule() const;
 
   // Deep copies: later steps do not change an exported state, and set_state copies in.
   OptimizerState get_state() const;
