@@ -150,6 +150,7 @@ class FitLoop {
     run_.loader = &loader_;
     run_.epoch = options.initial_epoch;
     run_.steps = steps_;
+    run_.batch_size = options.batch_size;
     run_.loader_state_before = loader_.generator_state();
   }
 

@@ -22,9 +22,10 @@ struct ResumePoint {
 
 struct FitRun {
   data::BatchLoader* loader = nullptr;
-  int epoch = 0;                       // the epoch being trained (0-based)
-  std::int64_t step = 0;               // batches of it finished
-  std::int64_t steps = 0;              // batches per epoch
+  int epoch = 0;           // the epoch being trained (0-based)
+  std::int64_t step = 0;   // batches of it finished
+  std::int64_t steps = 0;  // batches per epoch
+  std::int64_t batch_size = 0;
   GeneratorState loader_state_before;  // the loader before this epoch's shuffle
   // Set by a checkpoint restore during on_train_begin; fit() starts there.
   std::optional<ResumePoint> resume;

@@ -198,6 +198,7 @@ void train_step(const Model& model, TrainingState& state, const Tensor& x_batch,
       grads = grad(loss, *variables);
     }
     state.optimizer.apply_gradients(grads, *variables);
+    if (state.keep_last_gradients) state.last_gradients = grads;
     stepped = true;
   }
 

@@ -81,6 +81,10 @@ struct TrainingState {
   std::int64_t skipped_at_floor = 0;
   // CUDA: steps since the loss-scale state was last read back (see kStuckScaleCheckSteps).
   std::int64_t steps_since_scale_check = 0;
+  // When set (the TensorBoard callback's write_gradients), train_step keeps the gradients of its
+  // last step, unscaled, in trainable_variables() order (undefined where a variable got none).
+  bool keep_last_gradients = false;
+  std::vector<Tensor> last_gradients;
 };
 
 // Where a step is, for error messages; epoch 0 means train_on_batch().

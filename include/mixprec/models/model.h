@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <ostream>
@@ -112,6 +113,13 @@ class Model : public layers::Layer {
   // The optimizer compile() installed (a LossScaleOptimizer under mixed_float16); undefined
   // before compile().
   optimizers::Optimizer optimizer() const;
+  // ---- saving the whole model (src/io/model_saving.cpp; load it with mixprec::load_model,
+  // include/mixprec/models/saving.h) ----
+  // Writes `dir` (created, or replaced as a whole): the architecture and compile settings as JSON
+  // and the weights in safetensors. IOError on a failing write; ValueError for a model whose
+  // layers the config cannot describe (a custom Layer class).
+  void save(const std::filesystem::path& dir) const;
+
   // Keras's model.stop_training: a callback sets it to end fit() after the current batch; fit()
   // clears it when it starts.
   bool stop_training() const;

@@ -1,0 +1,29 @@
+// Saving and loading whole models (keras model.save / keras.models.load_model).
+//
+//   model.save("saved/mlp");                    // a directory
+//   mp::Model again = mp::load_model("saved/mlp");
+//   again.predict(x);                           // bit-identical to model.predict(x)
+//   again.fit(x, y, {.epochs = 1});             // compiled as it was: training continues
+//
+// The directory holds:
+//   config.json        {"format": "mixprec-saved-model", "version": 1, "model": <Model::to_json()>,
+//                       "compile": <compile_config_to_json(), or null when not compiled>}
+//   model.safetensors  every variable by name (Model::save_weights)
+// Saving writes a new directory beside the target and renames it into place, so a crash leaves
+// either the old model or the new one, never a mix. The optimizer's slots are not part of a saved
+// model (use a training checkpoint, io::save_checkpoint, to continue a run exactly).
+#pragma once
+
+#include <filesystem>
+
+#include "mixprec/models/model.h"
+
+namespace mixprec {
+
+// Loads a directory written by Model::save. IOError for a missing or malformed file, ValueError
+// for a config that does not describe a valid model or weights that do not fit it; the message
+// names the file. A model saved without compile settings (or with a custom loss or metric) is
+// returned uncompiled.
+Model load_model(const std::filesystem::path& dir);
+
+}  // namespace mixprec

@@ -1,0 +1,202 @@
+// Training checkpoints (include/mixprec/io/checkpoint.h): capture, validation, restore.
+#include "mixprec/io/checkpoint.h"
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/checkpoint_state.h"
+#include "mixprec/error.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/mixed_precision/loss_scale_optimizer.h"
+#include "mixprec/models/model.h"
+#include "models/fit_run.h"
+#include "models/model_impl.h"
+
+namespace mixprec::io {
+
+namespace {
+
+using detail::TensorList;
+using nlohmann::json;
+
+constexpr const char* kFormat = "mixprec-checkpoint";
+constexpr const char* kVersion = "1";
+
+// Every layer that owns a generator, by name, nested models included.
+void collect_generators(const layers::Layer& layer, std::map<std::string, Generator*>& out) {
+  if (Generator* g = layer.impl().own_generator()) out[layer.name()] = g;
+  if (const auto* m = dynamic_cast<const models::ModelImpl*>(&layer.impl())) {
+    for (const layers::Layer& l : m->layers()) collect_generators(l, out);
+  }
+}
+
+optimizers::Optimizer compiled_optimizer(const Model& model, const std::string& what) {
+  optimizers::Optimizer opt = model.optimizer();
+  if (!opt.defined()) {
+    throw ValueError(what + ": model '" + model.name() + "' is not compiled; a checkpoint holds " +
+                     "the optimizer's state, so compile() the model first");
+  }
+  return opt;
+}
+
+CheckpointInfo info_from(const json& state) {
+  CheckpointInfo info;
+  info.model_name = state.value("model", "");
+  const json& opt = state.at("optimizer");
+  info.optimizer = opt.value("name", "");
+  info.iterations = opt.value("iterations", std::int64_t{0});
+  if (opt.contains("scalars") && opt["scalars"].contains("loss_scale")) {
+    info.loss_scale = opt["scalars"]["loss_scale"].get<double>();
+  }
+  if (state.contains("position") && state["position"].is_object()) {
+    info.in_fit = true;
+    info.epoch = state["position"].value("epoch", 0);
+    info.step = state["position"].value("step", std::int64_t{0});
+  }
+  return info;
+}
+
+// The metadata's state JSON, after the format checks.
+json state_of(const SafetensorsContents& file, const std::string& where) {
+  const auto format = file.metadata.find("format");
+  if (format == file.metadata.end() || format->second != kFormat) {
+    throw IOError(where +
+                  ": not a mixprec training checkpoint (its __metadata__ has no \"format\": "
+                  "\"" +
+                  std::string(kFormat) + "\"); a weights file loads with load_weights()");
+  }
+  const auto version = file.metadata.find("version");
+  if (version == file.metadata.end() || version->second != kVersion) {
+    throw IOError(where + ": checkpoint version " +
+                  (version == file.metadata.end() ? std::string("(none)") : version->second) +
+                  " is not supported (this mixprec reads version " + kVersion + ")");
+  }
+  const auto text = file.metadata.find("state");
+  if (text == file.metadata.end()) throw IOError(where + ": the checkpoint has no \"state\"");
+  json state = json::parse(text->second, nullptr, false);
+  if (state.is_discarded() || !state.is_object() || !state.contains("optimizer")) {
+    throw IOError(where + ": the checkpoint's \"state\" is not a valid JSON object");
+  }
+  return state;
+}
+
+// The model's variables in variables() order, matched by name against the "model/" tensors:
+// ValueError for a missing, extra, reshaped or retyped variable.
+std::vector<Tensor> matched_weights(const Model& model, const TensorList& tensors,
+                                    const std::string& where) {
+  std::map<std::string, const Tensor*> saved;
+  for (const auto& [name, t] : tensors) {
+    if (name.rfind("model/", 0) == 0) saved[name.substr(6)] = &t;
+  }
+  std::vector<Tensor> weights;
+  for (const layers::NamedVariable& v : model.named_variables()) {
+    const auto it = saved.find(v.name);
+    if (it == saved.end()) {
+      throw ValueError(where + ": variable '" + v.name + "' of model '" + model.name() +
+                       "' is not in the checkpoint; is it a checkpoint of another model?");
+    }
+    const Tensor& t = *it->second;
+    if (t.shape() != v.value.shape() || t.dtype() != v.value.dtype()) {
+      throw ValueError(where + ": variable '" + v.name + "': the checkpoint has " +
+                       std::string(dtype_name(t.dtype())) + " " + t.shape().to_string() +
+                       ", the model expects " + std::string(dtype_name(v.value.dtype())) + " " +
+                       v.value.shape().to_string());
+    }
+    weights.push_back(t);
+    saved.erase(it);
+  }
+  if (!saved.empty()) {
+    throw ValueError(where + ": the checkpoint has variable '" + saved.begin()->first +
+                     "', which model '" + model.name() + "' does not have (" +
+                     std::to_string(saved.size()) +
+                     " extra); is it a checkpoint of another model?");
+  }
+  return weights;
+}
+
+}  // namespace
+
+void save_checkpoint(const Model& model, const std::filesystem::path& path) {
+  const optimizers::Optimizer opt = compiled_optimizer(model, "save_checkpoint");
+  TensorList tensors;
+  for (const layers::NamedVariable& v : model.named_variables()) {
+    tensors.emplace_back("model/" + v.name, v.value.to(Device::cpu()));
+  }
+  json state;
+  state["model"] = model.name();
+  state["optimizer"] = detail::optimizer_to_json(opt.get_state(), "optimizer/", tensors);
+  if (!opt.learning_rate_is_schedule()) state["learning_rate"] = opt.learning_rate();
+  state["default_generator"] = detail::generator_to_json(default_generator().state());
+  std::map<std::string, Generator*> generators;
+  collect_generators(model, generators);
+  state["generators"] = json::object();
+  for (const auto& [name, g] : generators) {
+    state["generators"][name] = detail::generator_to_json(g->state());
+  }
+  if (const models::FitRun* run = model.model_impl().fit_run) {
+    state["position"] = detail::position_to_json(*run);
+  }
+  save_safetensors(path, tensors,
+                   {{"format", kFormat}, {"version", kVersion}, {"state", state.dump()}});
+}
+
+CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path) {
+  const std::string where = path.string();
+  optimizers::Optimizer opt = compiled_optimizer(model, "load_checkpoint");
+  const SafetensorsContents file = load_safetensors(path);
+  const json state = state_of(file, where);
+
+  // Everything is checked before anything changes.
+  const std::vector<Tensor> weights = matched_weights(model, file.tensors, where);
+  const optimizers::OptimizerState opt_state =
+      detail::optimizer_from_json(state.at("optimizer"), "optimizer/", file.tensors, where);
+  if (opt_state.name != opt.name()) {
+    throw ValueError(where + ": the checkpoint holds the state of a '" + opt_state.name +
+                     "' optimizer, model '" + model.name() + "' is compiled with '" + opt.name() +
+                     "'; compile it with the optimizer it was trained with");
+  }
+  const GeneratorState default_state = detail::generator_from_json(
+      state.contains("default_generator") ? state["default_generator"] : json(), where);
+  std::map<std::string, Generator*> generators;
+  collect_generators(model, generators);
+  std::map<std::string, GeneratorState> generator_states;
+  for (const auto& [name, g] : generators) {
+    if (!state.contains("generators") || !state["generators"].contains(name)) {
+      throw ValueError(where + ": layer '" + name + "' has its own random generator, which the " +
+                       "checkpoint does not hold; is it a checkpoint of another model?");
+    }
+    generator_states[name] = detail::generator_from_json(state["generators"][name], where);
+  }
+  models::FitRun* run = model.model_impl().fit_run;
+  std::optional<models::ResumePoint> resume;
+  if (run && state.contains("position")) {
+    resume = detail::position_from_json(state["position"], *run, where);
+  }
+  const bool has_rate = state.contains("learning_rate") && state["learning_rate"].is_number();
+  if (has_rate && opt.learning_rate_is_schedule()) {
+    throw ValueError(where + ": the checkpoint holds a constant learning rate but the optimizer " +
+                     "has a schedule; compile it with the optimizer it was trained with");
+  }
+
+  opt.set_state(opt_state);  // validates its slots against what it has seen before writing
+  model.set_weights(weights);
+  if (has_rate) opt.set_learning_rate(state["learning_rate"].get<double>());
+  default_generator().set_state(default_state);
+  for (const auto& [name, g] : generators) g->set_state(generator_states[name]);
+  if (resume) run->resume = resume;
+  return info_from(state);
+}
+
+CheckpointInfo read_checkpoint_info(const std::filesystem::path& path) {
+  const SafetensorsContents file = load_safetensors(path);
+  try {
+    return info_from(state_of(file, path.string()));
+  } catch (const json::exception& e) {
+    throw IOError(path.string() + ": the checkpoint's state is malformed (" + e.what() + ")");
+  }
+}
+
+}  // namespace mixprec::io

@@ -1,0 +1,37 @@
+// The JSON side of a training checkpoint (include/mixprec/io/checkpoint.h): optimizer states
+// flattened to named tensors plus a JSON tree, generator states, and the fit() position. Internal
+// to src/io/checkpoint.cpp; split out so that each file holds one concern.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixprec/optimizers/optimizer.h"
+#include "mixprec/random.h"
+#include "models/fit_run.h"
+
+namespace mixprec::io::detail {
+
+using TensorList = std::vector<std::pair<std::string, Tensor>>;
+
+// The optimizer state as JSON (name, iterations, scalars, slot names, inner states); its slots are
+// appended to `tensors` as "<prefix><slot name>" ("optimizer/momentum/0",
+// "optimizer/inner/velocity/3").
+nlohmann::json optimizer_to_json(const optimizers::OptimizerState& state, const std::string& prefix,
+                                 TensorList& tensors);
+// The inverse: the slots are looked up by name in `tensors`. ValueError "<where>: ..." for a
+// malformed tree or a missing slot tensor.
+optimizers::OptimizerState optimizer_from_json(const nlohmann::json& j, const std::string& prefix,
+                                               const TensorList& tensors, const std::string& where);
+
+nlohmann::json generator_to_json(const GeneratorState& state);
+GeneratorState generator_from_json(const nlohmann::json& j, const std::string& where);
+
+nlohmann::json position_to_json(const models::FitRun& run);
+// Checks `j` against the running fit() (batch size and batches per epoch) and returns the point.
+models::ResumePoint position_from_json(const nlohmann::json& j, const models::FitRun& run,
+                                       const std::string& where);
+
+}  // namespace mixprec::io::detail
