@@ -113,6 +113,16 @@ class Model : public layers::Layer {
   // The optimizer compile() installed (a LossScaleOptimizer under mixed_float16); undefined
   // before compile().
   optimizers::Optimizer optimizer() const;
+  // ---- weights in safetensors (src/io/weights.cpp; include/mixprec/io/safetensors.h) ----
+  // Every variable (trainable or not: BatchNormalization's moving statistics too) under its name
+  // ("dense_1/kernel"), in its stored dtype; written atomically. IOError when writing fails.
+  void save_weights(const std::filesystem::path& path) const;
+  // Loads a file written by save_weights (or any safetensors file with the same names): every
+  // variable must be present with its shape and dtype and nothing else may be in the file; the
+  // checks come first and the model is untouched on any error (IOError for a bad file, ValueError
+  // naming the variable for a mismatch).
+  void load_weights(const std::filesystem::path& path);
+
   // ---- saving the whole model (src/io/model_saving.cpp; load it with mixprec::load_model,
   // include/mixprec/models/saving.h) ----
   // Writes `dir` (created, or replaced as a whole): the architecture and compile settings as JSON
