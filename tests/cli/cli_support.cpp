@@ -2,6 +2,7 @@
 #include "cli_support.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -68,10 +69,10 @@ std::vector<std::string> on_the_cpu_unless_told(const std::vector<std::string>& 
 
 }  // namespace
 
-CliResult run_cli(const std::vector<std::string>& given) {
+CliProcess::CliProcess(const std::vector<std::string>& given)
+    : capture_(std::make_unique<TempDir>()) {
   const std::vector<std::string> args = on_the_cpu_unless_told(given);
-  TempDir capture;
-  const std::string out_path = capture.file("stdout"), err_path = capture.file("stderr");
+  const std::string out_path = capture_->file("stdout"), err_path = capture_->file("stderr");
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out_path.c_str(),
@@ -84,23 +85,44 @@ CliResult run_cli(const std::vector<std::string>& given) {
   std::vector<char*> argv;
   for (auto& s : storage) argv.push_back(s.data());
   argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, MIXPREC_CLI_BINARY, &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid_, MIXPREC_CLI_BINARY, &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
     throw std::runtime_error(std::string("cannot run " MIXPREC_CLI_BINARY ": ") +
                              std::strerror(rc));
   }
+}
+
+CliProcess::~CliProcess() {
+  if (pid_ > 0) {  // not waited for: do not leave a stray trainer behind
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void CliProcess::kill(int signal) const {
+  // Until wait() reaps it the pid stays ours (a zombie at worst), so this never hits another
+  // process.
+  if (pid_ > 0) ::kill(pid_, signal);
+}
+
+CliResult CliProcess::wait() {
+  if (pid_ <= 0) throw std::logic_error("CliProcess::wait called twice");
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
+  while (waitpid(pid_, &status, 0) < 0) {
     if (errno != EINTR) throw std::runtime_error("waitpid failed");
   }
+  pid_ = -1;
   CliResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  result.out = read_file(out_path);
-  result.err = read_file(err_path);
+  result.out = read_file(capture_->file("stdout"));
+  result.err = read_file(capture_->file("stderr"));
   return result;
 }
+
+CliResult run_cli(const std::vector<std::string>& args) { return CliProcess(args).wait(); }
 
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);

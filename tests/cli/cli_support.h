@@ -2,8 +2,11 @@
 // small Fashion-MNIST-format data set (IDX files) that a test owns.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,23 @@ struct CliResult {
 // Runs MIXPREC_CLI_BINARY with `args` (no shell involved) and waits for it. train, compare and
 // bench run with --device cpu unless `args` name a --device (see cli_support.cpp).
 CliResult run_cli(const std::vector<std::string>& args);
+
+// The same, without waiting: start it, maybe kill() it (the SIGKILL test), then wait(). The
+// destructor kills and reaps a process that was not waited for.
+class CliProcess {
+ public:
+  explicit CliProcess(const std::vector<std::string>& args);
+  ~CliProcess();
+  CliProcess(const CliProcess&) = delete;
+  CliProcess& operator=(const CliProcess&) = delete;
+
+  void kill(int signal) const;  // nothing once waited for
+  CliResult wait();             // once
+
+ private:
+  std::unique_ptr<testing::TempDir> capture_;  // stdout and stderr
+  pid_t pid_ = -1;
+};
 
 using testing::TempDir;
 

@@ -2,8 +2,10 @@
 // policy (a fresh model per policy, optionally its own batch size: --batch-sizes), then one table:
 // seconds/epoch, samples/s (images/s for the image models), median step time, peak memory, final
 // loss scale, skipped steps and test accuracy; with a batch column when batch sizes may differ.
+// --tensorboard DIR writes one TensorBoard run per policy, DIR/<policy>.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,7 +64,16 @@ std::string join_sizes(const std::vector<std::int64_t>& sizes) {
 void run_compare(const CompareOptions& options, const Invocation& invocation) {
   check_options(options.train);
   const auto policies = split_list(options.policies, "--policies");
-  for (const auto& p : policies) check_policy_name(p);
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    check_policy_name(policies[i]);
+    for (std::size_t j = 0; j < i; ++j) {
+      if (policies[j] == policies[i] && !options.train.tensorboard.empty()) {
+        throw UsageError("--policies names " + policies[i] +
+                         " twice; with --tensorboard each policy writes DIR/<policy>, so each "
+                         "may appear once");
+      }
+    }
+  }
   RunConfig config = resolve_config(options.train, invocation.command_line);
   const std::vector<std::int64_t> batch_sizes =
       batch_sizes_per_policy(options, policies.size(), config.batch_size);
@@ -90,6 +101,12 @@ void run_compare(const CompareOptions& options, const Invocation& invocation) {
   for (std::size_t i = 0; i < policies.size(); ++i) {
     config.policy = policies[i];
     config.batch_size = batch_sizes[i];
+    // One TensorBoard run per policy (DIR/float32/train, DIR/mixed_float16/train, ...): pointed
+    // at DIR, TensorBoard overlays the policies' curves, as seed 002 compares its two runs.
+    if (!options.train.tensorboard.empty()) {
+      config.keep.tensorboard_dir =
+          (std::filesystem::path(options.train.tensorboard) / policies[i]).string();
+    }
     std::printf("[%zu/%zu] policy %s", i + 1, policies.size(), policies[i].c_str());
     if (!options.batch_sizes.empty())
       std::printf(", batch %lld", static_cast<long long>(batch_sizes[i]));

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "models.h"
@@ -90,6 +91,23 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
   if (what == OptionSet::train) {
     app.add_option("--metrics-json", o.metrics_json, "write the run's metrics to this JSON file");
   }
+  app.add_option("--tensorboard", o.tensorboard,
+                 what == OptionSet::train
+                     ? "write TensorBoard event files to DIR/train and DIR/validation"
+                     : "write TensorBoard event files, one run per policy: DIR/<policy>/train, "
+                       "DIR/<policy>/validation (the policies overlay in TensorBoard)");
+  app.add_option("--histogram-freq", o.histogram_freq,
+                 "with --tensorboard: histograms of every variable every N epochs (0: none)");
+  if (what != OptionSet::train) return;
+  app.add_option("--checkpoint-dir", o.checkpoint_dir,
+                 "keep training checkpoints in DIR; the same command run again resumes where it "
+                 "stopped (Keras BackupAndRestore)");
+  app.add_option("--save-freq", o.save_freq,
+                 "with --checkpoint-dir: a checkpoint every epoch or every N batches (default: "
+                 "epoch)");
+  app.add_option("--save", o.save_model,
+                 "save the trained model (config and weights, Model::save) to this directory; "
+                 "mixprec evaluate/predict --model DIR load it");
 }
 
 std::vector<std::string> split_list(const std::string& text, const std::string& option) {
@@ -157,6 +175,51 @@ DatasetSpec parse_dataset(const std::string& spec) {
   return out;
 }
 
+std::int64_t parse_save_freq(const std::string& text) {
+  if (text.empty() || text == "epoch") return 0;
+  const bool digits = text.size() <= 18 && std::all_of(text.begin(), text.end(),
+                                                       [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || std::stoll(text) <= 0) {
+    throw UsageError("--save-freq expects 'epoch' or a positive number of batches, got '" + text +
+                     "'");
+  }
+  return std::stoll(text);
+}
+
+void check_keep_options(const TrainOptions& o) {
+  if (o.histogram_freq && o.tensorboard.empty()) {
+    throw UsageError("--histogram-freq needs --tensorboard DIR (where the histograms go)");
+  }
+  if (o.histogram_freq && *o.histogram_freq < 0) {
+    throw UsageError("--histogram-freq must be >= 0, got " + std::to_string(*o.histogram_freq));
+  }
+  if (!o.save_freq.empty() && o.checkpoint_dir.empty()) {
+    throw UsageError("--save-freq needs --checkpoint-dir DIR (where the checkpoints go)");
+  }
+  parse_save_freq(o.save_freq);
+  const std::vector<std::pair<std::string, std::string>> dirs = {
+      {"--tensorboard", o.tensorboard},
+      {"--checkpoint-dir", o.checkpoint_dir},
+      {"--save", o.save_model}};
+  for (const auto& [option, dir] : dirs) {
+    if (!dir.empty() && o.loop != "fit") {
+      throw UsageError(option + " needs --loop fit (the custom loop runs no callbacks)");
+    }
+  }
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    for (std::size_t j = i + 1; j < dirs.size(); ++j) {
+      if (dirs[i].second.empty() || dirs[j].second.empty()) continue;
+      std::error_code ec;
+      const auto a = std::filesystem::weakly_canonical(dirs[i].second, ec);
+      const auto b = std::filesystem::weakly_canonical(dirs[j].second, ec);
+      if (a == b) {
+        throw UsageError(dirs[i].first + " and " + dirs[j].first + " name the same directory '" +
+                         dirs[i].second + "'; give each its own");
+      }
+    }
+  }
+}
+
 void check_options(const TrainOptions& o) {
   const ModelChoice model = parse_model(o.model);
   if (o.units && *o.units <= 0) {
@@ -203,6 +266,7 @@ void check_options(const TrainOptions& o) {
   }
   check_policy_name(o.policy);
   parse_dataset(o.dataset);
+  check_keep_options(o);
 }
 
 ResolvedDevice resolve_device(DeviceChoice choice) {

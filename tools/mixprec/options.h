@@ -50,6 +50,15 @@ struct TrainOptions {
   std::string device = "auto";   // auto, cpu or cuda (device_choice())
   std::string verbose = "auto";  // auto, 0, 1, 2 (Keras fit verbosity)
   std::string metrics_json;      // train: write the run's metrics here
+  // Keeping and watching the run (run_callbacks.h). train and compare: TensorBoard event files
+  // under this directory (compare: one run per policy, DIR/<policy>), histograms every N epochs.
+  std::string tensorboard;
+  std::optional<int> histogram_freq;
+  // train only: BackupAndRestore checkpoints here (the same command run again resumes), every
+  // epoch or every N batches (--save-freq), and Model::save to --save when training ends.
+  std::string checkpoint_dir;
+  std::string save_freq;  // "" = "epoch"
+  std::string save_model;
 };
 
 // Adds the options of `train` to `app` (compare and bench add a subset by passing `what`).
@@ -64,6 +73,12 @@ void check_options(const TrainOptions& options);
 void check_policy_name(const std::string& name);
 // "a,b,c" -> {"a", "b", "c"}; empty items are a UsageError naming the option.
 std::vector<std::string> split_list(const std::string& text, const std::string& option);
+// The options of run_callbacks.h: --histogram-freq needs --tensorboard, --save-freq needs
+// --checkpoint-dir, all of them need --loop fit, the directories must differ. Part of
+// check_options().
+void check_keep_options(const TrainOptions& options);
+// --save-freq: "epoch" (or empty) -> 0, a positive whole number N -> N; a UsageError otherwise.
+std::int64_t parse_save_freq(const std::string& text);
 // A positive whole number for `option`; a UsageError otherwise.
 std::int64_t parse_positive(const std::string& text, const std::string& option);
 

@@ -63,6 +63,11 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
       options.optimizer.empty() ? default_optimizer(config.model) : options.optimizer;
   config.verbose = parse_verbosity(options.verbose);
   config.command = command;
+  config.keep = {.tensorboard_dir = options.tensorboard,
+                 .histogram_freq = options.histogram_freq.value_or(0),
+                 .checkpoint_dir = options.checkpoint_dir,
+                 .save_freq = parse_save_freq(options.save_freq)};
+  config.save_dir = options.save_model;
   return config;
 }
 
@@ -134,7 +139,8 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
                                          .epochs = o.epochs,
                                          .verbose = config.verbose,
                                          .validation_split = o.validation_split,
-                                         .seed = o.seed});
+                                         .seed = o.seed,
+                                         .callbacks = make_run_callbacks(config.keep)});
       const Scores scores =
           model.evaluate(test, {.batch_size = config.batch_size, .verbose = Verbosity::silent});
       result.test_loss = scores[0];

@@ -11,6 +11,7 @@
 #include "mixprec/mixprec.h"
 #include "models.h"
 #include "options.h"
+#include "run_callbacks.h"
 
 namespace mixprec::cli {
 
@@ -27,7 +28,9 @@ struct RunConfig {
   std::string optimizer;        // resolved: "rmsprop" for mlp, "adam" for the CNNs by default
   DatasetSpec dataset;
   Verbosity verbose = Verbosity::automatic;
-  std::string command;  // the command line, for the JSON
+  std::string command;   // the command line, for the JSON
+  KeepOptions keep;      // --tensorboard (compare: this policy's folder), --checkpoint-dir
+  std::string save_dir;  // --save: Model::save here after training ("" = no)
 };
 
 // Resolves the device (DeviceError for an unusable one) and the defaults that depend on it and on
@@ -62,8 +65,9 @@ struct RunResult {
 };
 
 // Runs one policy on `data`: sets the seed and the global policy (restored afterwards), builds a
-// fresh model, adds its preprocessing steps to the data's pipelines, trains, evaluates. Prints the
-// progress (config.verbose) and nothing else.
+// fresh model, adds its preprocessing steps to the data's pipelines, trains (with the callbacks
+// of config.keep), evaluates, and saves the model to config.save_dir. Prints the progress
+// (config.verbose), the resume line of run_callbacks.h and the saved model's directory.
 RunResult run_training(const RunConfig& config, const LoadedData& data);
 
 }  // namespace mixprec::cli

@@ -37,6 +37,10 @@ void print_header(const RunConfig& c, const LoadedData& data, std::FILE* out) {
 
 void print_summary(const RunResult& r, std::FILE* out) {
   std::fprintf(out, "Test loss: %.4f - test accuracy: %.4f\n", r.test_loss, r.test_accuracy);
+  if (r.history.epochs.empty()) {  // a complete run restored from --checkpoint-dir: no timings
+    std::fflush(out);
+    return;
+  }
   const StepStats s = run_step_stats(r);
   std::fprintf(out,
                "%.3g s/epoch, %.0f samples/s, step %.3g ms (median; min %.3g, max %.3g), peak "
