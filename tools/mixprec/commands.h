@@ -21,5 +21,7 @@ Command add_info_command(CLI::App& app, const Invocation& invocation);
 Command add_train_command(CLI::App& app, const Invocation& invocation);
 Command add_compare_command(CLI::App& app, const Invocation& invocation);
 Command add_bench_command(CLI::App& app, const Invocation& invocation);
+Command add_evaluate_command(CLI::App& app, const Invocation& invocation);
+Command add_predict_command(CLI::App& app, const Invocation& invocation);
 
 }  // namespace mixprec::cli

@@ -146,6 +146,8 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
       result.test_loss = scores[0];
       result.test_accuracy = scores.at("accuracy");
       optimizer = model.optimizer();
+      // --save: architecture, weights and compile settings (mixprec evaluate/predict load it).
+      if (!config.save_dir.empty()) model.save(config.save_dir);
     } else {
       // As compile() does: dynamic loss scaling exactly when the policy computes in float16.
       if (policy.compute_dtype() == DType::float16) {

@@ -63,6 +63,7 @@ void run_train(const TrainOptions& options, const Invocation& invocation) {
   print_header(config, data, stdout);
   const RunResult result = run_training(config, data);
   print_summary(result, stdout);
+  if (!config.save_dir.empty()) std::printf("saved the model to %s\n", config.save_dir.c_str());
   if (!options.metrics_json.empty()) write_json(options.metrics_json, run_to_json(result));
 }
 

@@ -1,0 +1,130 @@
+// mixprec evaluate / predict on saved models that are not there or not whole (issue 11, item 6;
+// DESIGN §2.7): a missing directory, an empty one, a corrupt config, truncated weights, the model
+// of another data set. Each is exit 1 (exit 2 for a usage error) with one "error: ..." line that
+// names what is wrong, and predict writes no file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cli_support.h"
+
+namespace mixprec::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CliSavedModel : public ::testing::Test {
+ protected:
+  // One small saved model for the whole suite (training it is the slow part).
+  static void SetUpTestSuite() {
+    data_ = new TempDir;
+    saved_ = new TempDir;
+    write_tiny_fashion_mnist(data_->path(), 120, 40);
+    const CliResult r = run_cli({"train", "--model", "mlp", "--units", "8", "--hidden-layers", "1",
+                                 "--dataset", dataset(), "--epochs", "1", "--batch-size", "40",
+                                 "--verbose", "0", "--save", (saved_->path() / "model").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    delete data_;
+    delete saved_;
+  }
+  static std::string dataset() { return "fashion_mnist:" + data_->path().string(); }
+  static fs::path good() { return saved_->path() / "model"; }
+
+  // A copy of the good model in the test's own directory, to break.
+  fs::path copy_of_good() {
+    const fs::path dir = work_.path() / "model";
+    fs::copy(good(), dir, fs::copy_options::recursive);
+    return dir;
+  }
+
+  // evaluate and predict on `model_dir` both fail with exit `code` and one error line holding
+  // every piece of `expected`; predict leaves no output file.
+  void expect_refused(const fs::path& model_dir, const std::vector<std::string>& expected,
+                      int code = 1, const std::string& data = "") {
+    const std::string ds = data.empty() ? dataset() : data;
+    const fs::path output = work_.path() / "out.npy";
+    const std::vector<CliResult> runs = {
+        run_cli({"evaluate", "--model", model_dir.string(), "--dataset", ds}),
+        run_cli({"predict", "--model", model_dir.string(), "--dataset", ds, "--output",
+                 output.string()})};
+    for (const CliResult& r : runs) {
+      EXPECT_EQ(r.exit_code, code) << r.out << r.err;
+      ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+      EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+      for (const std::string& piece : expected) {
+        EXPECT_NE(r.err.find(piece), std::string::npos) << "want '" << piece << "' in " << r.err;
+      }
+    }
+    EXPECT_FALSE(fs::exists(output)) << "predict wrote a file for a model that did not load";
+  }
+
+  static TempDir* data_;
+  static TempDir* saved_;
+  TempDir work_;
+};
+
+TempDir* CliSavedModel::data_ = nullptr;
+TempDir* CliSavedModel::saved_ = nullptr;
+
+TEST_F(CliSavedModel, TheGoodModelLoads) {
+  const CliResult r = run_cli({"evaluate", "--model", good().string(), "--dataset", dataset()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("loss: "), std::string::npos) << r.out;
+}
+
+TEST_F(CliSavedModel, MissingDirectory) {
+  const fs::path missing = work_.path() / "no-such-model";
+  expect_refused(missing, {missing.string(), "no such directory", "--save"});
+}
+
+TEST_F(CliSavedModel, EmptyDirectory) {
+  const fs::path empty = work_.path() / "empty";
+  fs::create_directory(empty);
+  expect_refused(empty, {"config.json"});
+}
+
+TEST_F(CliSavedModel, CorruptConfig) {
+  const fs::path dir = copy_of_good();
+  std::ofstream(dir / "config.json", std::ios::trunc) << "{\"format\": \"mixprec-saved-model\", ";
+  expect_refused(dir, {"config.json"});
+}
+
+TEST_F(CliSavedModel, ConfigOfAnotherFormat) {
+  const fs::path dir = copy_of_good();
+  std::ofstream(dir / "config.json", std::ios::trunc) << "{\"format\": \"keras\", \"version\": 1}";
+  expect_refused(dir, {"config.json"});
+}
+
+TEST_F(CliSavedModel, TruncatedWeights) {
+  const fs::path dir = copy_of_good();
+  const fs::path weights = dir / "model.safetensors";
+  fs::resize_file(weights, fs::file_size(weights) - 7);
+  expect_refused(dir, {"model.safetensors"});
+}
+
+TEST_F(CliSavedModel, MissingWeights) {
+  const fs::path dir = copy_of_good();
+  fs::remove(dir / "model.safetensors");
+  expect_refused(dir, {"model.safetensors"});
+}
+
+TEST_F(CliSavedModel, DataOfAnotherShape) {
+  // The model takes 784 features; 4x4 synthetic images have 16.
+  expect_refused(good(), {"takes inputs of shape (None, 784)", "16 values"}, 1,
+                 "synthetic:4x4x1:3:50");
+}
+
+TEST_F(CliSavedModel, ModelOptionIsRequired) {
+  const CliResult r = run_cli({"evaluate", "--dataset", dataset()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("--model"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace mixprec::cli_test

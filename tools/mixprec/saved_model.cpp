@@ -1,0 +1,105 @@
+// Loading a saved model and shaping the data for it (see saved_model.h).
+#include "saved_model.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "mixprec/models/saving.h"
+
+namespace mixprec::cli {
+
+namespace {
+
+// The test split as the model takes it. `input` is the model's input shape, batch axis first.
+data::Pipeline shape_for_model(const data::Pipeline& raw, const DataGeometry& g,
+                               const PartialShape& input, const std::string& dir) {
+  const std::int64_t image_size = g.height * g.width * g.channels;
+  const std::string what =
+      "the model in " + dir + " takes inputs of shape " + partial_shape_to_string(input);
+  if (input.size() == 2) {  // (None, F): rows
+    if (input[1] != image_size) {
+      throw ValueError(what + ", the data set's samples have " + std::to_string(image_size) +
+                       " values (" + std::to_string(g.height) + "x" + std::to_string(g.width) +
+                       "x" + std::to_string(g.channels) + "); use the data set it was trained on");
+    }
+    return g.flat ? raw : raw.map(data::flatten());
+  }
+  if (input.size() == 4 && input[1] > 0 && input[2] > 0 && input[3] > 0) {  // (None, H, W, C)
+    data::Pipeline p = raw;
+    if (g.flat) p = p.map(data::reshape_images(g.height, g.width, g.channels));
+    if (g.height != input[1] || g.width != input[2]) p = p.map(data::resize(input[1], input[2]));
+    if (input[3] != g.channels) {
+      if (g.channels != 1 || input[3] != 3) {
+        throw ValueError(what + ", the data set's images have " + std::to_string(g.channels) +
+                         " channels; use the data set it was trained on");
+      }
+      p = p.map(data::grayscale_to_rgb());
+    }
+    return p;
+  }
+  throw ValueError(what +
+                   "; evaluate and predict take models of (None, F) or (None, H, W, C) "
+                   "inputs");
+}
+
+}  // namespace
+
+void add_saved_model_options(CLI::App& app, SavedModelOptions& o) {
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--model", o.model_dir,
+                 "directory of a saved model (mixprec train --save DIR, Model::save)")
+      ->required();
+  app.add_option("--dataset", o.dataset,
+                 "fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR, "
+                 "synthetic:HxWxC:CLASSES[:SAMPLES]; its test split is used")
+      ->capture_default_str();
+  app.add_option("--max-samples", o.max_samples, "use only the first N test samples");
+  app.add_option("--batch-size", o.batch_size, "samples per batch")->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of synthetic data (the one train used)")
+      ->capture_default_str();
+  app.add_option("--device", o.device, "auto, cpu or cuda (auto: a GPU when one is usable)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+}
+
+void check_saved_model_options(const SavedModelOptions& o) {
+  if (o.batch_size <= 0) {
+    throw UsageError("--batch-size must be positive, got " + std::to_string(o.batch_size));
+  }
+  if (o.max_samples && *o.max_samples <= 0) {
+    throw UsageError("--max-samples must be positive, got " + std::to_string(*o.max_samples));
+  }
+  parse_dataset(o.dataset);
+}
+
+SavedModelRun load_saved_model_run(const SavedModelOptions& o) {
+  const DatasetSpec spec = parse_dataset(o.dataset);
+  const ResolvedDevice device = resolve_device(device_choice(o.device));
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.model_dir, ec)) {
+    throw IOError("--model " + o.model_dir +
+                  ": no such directory; write one with mixprec train ... --save " + o.model_dir);
+  }
+  // The variables on the run's device; batches follow them.
+  DeviceScope device_scope(device.device);
+  Model model = load_model(o.model_dir);
+  if (model.inputs().size() != 1 || model.outputs().size() != 1) {
+    throw ValueError("the model in " + o.model_dir + " has " +
+                     std::to_string(model.inputs().size()) + " inputs and " +
+                     std::to_string(model.outputs().size()) +
+                     " outputs; evaluate and predict take one of each");
+  }
+  const PartialShape& output = model.outputs()[0].shape();
+  LoadedData data = load_data(spec, o.seed, o.max_samples);
+  const std::int64_t classes = output.size() == 2 ? output[1] : -1;
+  if (classes > 0 && data.geometry.classes > classes) {
+    throw ValueError("the model in " + o.model_dir + " predicts " + std::to_string(classes) +
+                     " classes, " + spec.name + " has " + std::to_string(data.geometry.classes) +
+                     "; use the data set it was trained on");
+  }
+  data::Pipeline test =
+      shape_for_model(data.test, data.geometry, model.inputs()[0].shape(), o.model_dir);
+  return {device, std::move(model), std::move(data), std::move(test), classes};
+}
+
+}  // namespace mixprec::cli
