@@ -3,13 +3,18 @@
 // unusable directory at once, a write failure on the writer thread at the next call.
 #include "mixprec/io/summary_writer.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
@@ -145,6 +150,49 @@ TEST(SummaryWriterTest, TheDestructorClosesAndFlushes) {
   const std::vector<dec::Event> events = dec::read_events(file);
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[1].values.at(0).tag, "x");
+}
+
+TEST(SummaryWriterTest, CallsOnlyEnqueueWhileTheDiskIsStuck) {
+  // The "disk" is a FIFO nobody reads until the caller has made all its calls: the writer thread
+  // blocks in write() once the pipe buffer (64 KiB) is full, and the caller must not. Had
+  // scalar() written synchronously, the loop could never finish; the reader gives up waiting after
+  // a while and drains, so such a failure shows as a failed expectation, not a hang.
+  testing::TempDir dir;
+  const std::filesystem::path fifo = dir.path() / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // so the writer's open succeeds
+  ASSERT_GE(reader, 0);
+  ASSERT_EQ(::fcntl(reader, F_SETFL, 0), 0);  // blocking reads from here on
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool calls_done = false;
+  bool reader_gave_up = false;
+  std::string drained;
+  std::thread drain([&] {
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      reader_gave_up = !cv.wait_for(lock, std::chrono::seconds(30), [&] { return calls_done; });
+    }
+    char buffer[65536];
+    for (::ssize_t n; (n = ::read(reader, buffer, sizeof(buffer))) > 0;) drained.append(buffer, n);
+  });
+
+  SummaryWriter writer(SummaryWriter::ExactFile{fifo});
+  const std::string tag(1000, 't');
+  for (int i = 0; i < 1000; ++i) writer.scalar(tag, i, i);  // about 1 MB of records
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    calls_done = true;
+  }
+  cv.notify_one();
+  writer.close();  // the reader drains now, so the writer thread can finish
+  drain.join();
+  ::close(reader);
+  EXPECT_FALSE(reader_gave_up) << "scalar() waited for the writer thread";
+  const std::vector<std::string> records = dec::split_records(drained);
+  ASSERT_EQ(records.size(), 1001u);
+  EXPECT_EQ(dec::parse_event(records[1000]).step, 999);
 }
 
 TEST(SummaryWriterTest, NonFiniteValues) {

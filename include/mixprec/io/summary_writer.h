@@ -11,6 +11,8 @@
 // gives it; n counts the writers of this process), a sequence of TFRecords each holding one Event
 // protocol buffer, the first one {wall_time, file_version: "brain.Event:2"}.
 //
+// scalar() and histogram() may be called from any thread; records keep the order of the calls.
+//
 // Errors: IOError naming the directory or file. The constructor reports what it can see at once
 // (the directory or file cannot be created); a failure on the writer thread (disk full, I/O error)
 // is kept and thrown by the next scalar(), histogram(), flush() or close(), and by every later
