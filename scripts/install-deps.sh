@@ -11,6 +11,7 @@ packages=(
   libcli11-dev         # the mixprec command line
   libgtest-dev libgmock-dev
   libbenchmark-dev
+  python3              # tests/tools/read_tfevents.py (standard library only)
   dataset-fashion-mnist
 )
 

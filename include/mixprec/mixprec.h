@@ -20,6 +20,7 @@
 #include "mixprec/error.h"
 #include "mixprec/float16.h"
 #include "mixprec/initializers.h"
+#include "mixprec/io/summary_writer.h"
 #include "mixprec/layers/layers.h"
 #include "mixprec/logging.h"
 #include "mixprec/losses.h"

@@ -12,4 +12,5 @@
 #include "mixprec/callbacks/progbar_logger.h"
 #include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/callbacks/reduce_lr_on_plateau.h"
+#include "mixprec/callbacks/tensorboard.h"
 #include "mixprec/callbacks/terminate_on_nan.h"
