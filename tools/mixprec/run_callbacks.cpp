@@ -7,15 +7,8 @@
 #include <system_error>
 
 #include "mixprec/callbacks/backup_and_restore.h"
-#include "mixprec/io/checkpoint.h"
-#include "options.h"
-// TEMPORARY until the TensorBoard callback lands on main (issue 11 item 2).
-#if __has_include("mixprec/callbacks/tensorboard.h")
 #include "mixprec/callbacks/tensorboard.h"
-#define MIXPREC_CLI_HAVE_TENSORBOARD 1
-#else
-#define MIXPREC_CLI_HAVE_TENSORBOARD 0
-#endif
+#include "mixprec/io/checkpoint.h"
 
 namespace mixprec::cli {
 
@@ -111,12 +104,8 @@ std::vector<callbacks::CallbackRef> make_run_callbacks(const KeepOptions& option
     list.emplace_back(std::make_shared<ResumeReport>(backup, options.checkpoint_dir));
   }
   if (!options.tensorboard_dir.empty()) {
-#if MIXPREC_CLI_HAVE_TENSORBOARD
     list.emplace_back(callbacks::TensorBoard(
         {.log_dir = options.tensorboard_dir, .histogram_freq = options.histogram_freq}));
-#else
-    throw UsageError("--tensorboard: this build has no TensorBoard writer yet");
-#endif
   }
   return list;
 }
