@@ -13,8 +13,8 @@
 // The notebook runs 224x224 inputs, batch 128 / 256 and 20 epochs on a V100; on the CPU keep the
 // defaults (32x32, CIFAR's own size, is the smallest EfficientNet takes), on a GPU pass
 // `cifar100:DIR 224 20 128 logs/fit 50000`. The defaults take a few minutes on two busy CPU
-// cores (EfficientNet's depthwise convolutions are slow there). mixed_float16 on a CPU without fast float16 runs
-// slower than float32 (the library says so once); the comparison means something on a GPU.
+// cores. mixed_float16 on a CPU without fast float16 runs slower than float32 (the library says
+// so once); the comparison means something on a GPU.
 #include <mixprec/callbacks/tensorboard.h>
 #include <mixprec/mixprec.h>
 
