@@ -67,6 +67,26 @@ TEST(CudaConvFallbackTest, RefusedCandidatesAreSkippedInOrder) {
   EXPECT_EQ(f.tried, (std::vector<int>{0, 1, 2}));
 }
 
+TEST(CudaConvFallbackTest, TheFusedBiasPathAlsoTakesBadParamAsARefusal) {
+  EXPECT_EQ(refusal_rule(ConvPass::forward_bias), Refusal::not_supported_or_bad_param);
+  for (ConvPass pass : {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_filters}) {
+    EXPECT_EQ(refusal_rule(pass), Refusal::not_supported);
+  }
+  EXPECT_TRUE(is_refusal(2000, Refusal::not_supported_or_bad_param));
+  EXPECT_TRUE(is_refusal(2002, Refusal::not_supported_or_bad_param));
+  EXPECT_FALSE(is_refusal(2000, Refusal::not_supported));
+  EXPECT_TRUE(is_refusal(3003, Refusal::not_supported));
+  EXPECT_FALSE(is_refusal(5000, Refusal::not_supported_or_bad_param));
+  EXPECT_FALSE(is_refusal(0, Refusal::not_supported_or_bad_param));
+  // Through the candidate list: a BAD_PARAM candidate is skipped on the fused path only.
+  Fake f{{2000, 0}, {}};
+  EXPECT_EQ(run_candidates(2, 0, std::ref(f), Refusal::not_supported_or_bad_param).ran, 1);
+  Fake g{{2000, 0}, {}};
+  const CandidateRun strict = run_candidates(2, 0, std::ref(g));
+  EXPECT_EQ(strict.ran, 0);
+  EXPECT_EQ(strict.status, 2000);  // reported by the caller as an error
+}
+
 TEST(CudaConvFallbackTest, AFirstCandidateThatRunsIsTheOnlyOneTried) {
   Fake f{{0, 3000}, {}};
   const CandidateRun r = run_candidates(2, 0, std::ref(f));

@@ -87,6 +87,11 @@ ConvPlanKey make_plan_key(int device, ConvPass pass, const ConvGeometry& g, DTyp
   return k;
 }
 
+Refusal refusal_rule(ConvPass pass) {
+  return pass == ConvPass::forward_bias ? Refusal::not_supported_or_bad_param
+                                        : Refusal::not_supported;
+}
+
 WhenExhausted when_exhausted(const ConvPlanKey& key) {
   if (key.pass == ConvPass::forward_bias) return WhenExhausted::float32_output;
   if (key.compute == ConvCompute::float16) return WhenExhausted::accumulate_in_float32;
@@ -545,11 +550,13 @@ cudnnStatus_t execute(const Plan& plan, const Candidate& cand, const ConvPlanKey
 bool try_key(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const Operands& o) {
   const Plan plan = plan_for(key, device, handle, Buffers{o.x, o.w, o.y});
   if (!plan.usable()) return false;
-  const detail::CandidateRun r =
-      detail::run_candidates(static_cast<int>(plan.candidates.size()), plan.first, [&](int i) {
+  const detail::CandidateRun r = detail::run_candidates(
+      static_cast<int>(plan.candidates.size()), plan.first,
+      [&](int i) {
         return static_cast<int>(
             execute(plan, plan.candidates[static_cast<std::size_t>(i)], key, device, handle, o));
-      });
+      },
+      detail::refusal_rule(key.pass));
   if (r.refused > 0) mark_refused(key, r.next, r.refused);
   if (r.ran < 0) return false;
   check_cudnn(static_cast<cudnnStatus_t>(r.status),

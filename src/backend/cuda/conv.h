@@ -8,11 +8,12 @@
 // cores when enable_tensor_float_32_execution(true); float16 and bfloat16 run tensor-core kernels
 // accumulating in float32; float16 with Accumulation::compute_dtype accumulates in float16 (cuDNN's
 // TRUE_HALF configuration; where cuDNN has no such kernel for a shape, float32); bfloat16 has no
-// 16-bit accumulation in cuDNN and stays float32; float64 computes in double. Each pass picks its
-// algorithm from cuDNN's heuristics (the first that succeeds within the workspace limit) or, with
-// MIXPREC_CUDNN_BENCHMARK=1 in the environment, by timing them on the first call
-// (cudnnFind*AlgorithmEx); either choice is cached per (device, pass, shapes, parameters, dtype,
-// compute type, math type).
+// 16-bit accumulation in cuDNN and stays float32; float64 computes in double. Each pass keeps the
+// acceptable algorithms of cuDNN's heuristics (within the workspace limit, best first) or, with
+// MIXPREC_CUDNN_BENCHMARK=1 in the environment, of a timed search on the first call
+// (cudnnFind*AlgorithmEx), cached per (device, pass, shapes, parameters, dtype, compute type, math
+// type); it runs the first one cuDNN does not refuse at execution (any status of the
+// NOT_SUPPORTED category, cuDNN 9's 3000-3014) and remembers the refusals (detail::run_candidates).
 #pragma once
 
 #include <cstddef>
@@ -121,6 +122,17 @@ constexpr int cudnn_status_category(int status) { return status / 1000 * 1000; }
 constexpr bool cudnn_refused(int status) {
   return cudnn_status_category(status) == kCudnnNotSupportedCategory;
 }
+// Which statuses count as a refusal. The fused bias path (cudnnConvolutionBiasActivationForward)
+// has under-documented type rules (the bias's type under 16-bit data, bfloat16 at all) and a
+// correct fallback, so there a BAD_PARAM-class status (2000-2999) also means "not this way";
+// everywhere else it is a real error, reported.
+inline constexpr int kCudnnBadParamCategory = 2000;
+enum class Refusal { not_supported, not_supported_or_bad_param };
+constexpr bool is_refusal(int status, Refusal rule) {
+  return cudnn_refused(status) || (rule == Refusal::not_supported_or_bad_param &&
+                                   cudnn_status_category(status) == kCudnnBadParamCategory);
+}
+Refusal refusal_rule(ConvPass pass);
 
 // The heuristic's (or the timed search's) acceptable algorithms are kept in its order; a pass
 // runs the first one not yet refused. run_candidates executes candidates [first, count) with
@@ -134,12 +146,13 @@ struct CandidateRun {
   int next = 0;
 };
 template <typename Execute>
-CandidateRun run_candidates(int count, int first, Execute&& execute) {
+CandidateRun run_candidates(int count, int first, Execute&& execute,
+                            Refusal rule = Refusal::not_supported) {
   CandidateRun r;
   r.next = first;
   for (int i = first; i < count; ++i) {
     const int status = execute(i);
-    if (cudnn_refused(status)) {
+    if (is_refusal(status, rule)) {
       ++r.refused;
       r.next = i + 1;
       continue;
