@@ -1,0 +1,123 @@
+// Model::save and load_model (include/mixprec/models/saving.h).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <system_error>
+
+#include "io/atomic_file.h"
+#include "mixprec/error.h"
+#include "mixprec/logging.h"
+#include "mixprec/models/model_config.h"
+#include "mixprec/models/saving.h"
+
+namespace mixprec {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kFormat = "mixprec-saved-model";
+constexpr std::uintmax_t kMaxConfigBytes = 64u << 20;  // a ResNet-50 config is ~200 KB
+
+std::string read_config(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) throw IOError(path.string() + ": cannot read the saved model's config: " + ec.message());
+  if (size > kMaxConfigBytes) {
+    throw IOError(path.string() + ": the config is " + std::to_string(size) +
+                  " bytes, more than the 64 MiB a model config can be");
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw IOError(path.string() + ": reading the config failed: " + std::strerror(errno));
+  return text.str();
+}
+
+void remove_quietly(const std::filesystem::path& p) {
+  std::error_code ignored;
+  std::filesystem::remove_all(p, ignored);
+}
+
+}  // namespace
+
+void Model::save(const std::filesystem::path& dir) const {
+  if (dir.empty()) throw ValueError("Model::save: the directory is empty");
+  json config;
+  config["format"] = kFormat;
+  config["version"] = 1;
+  config["model"] = json::parse(to_json());
+  config["compile"] = nullptr;
+  if (optimizer().defined()) {
+    try {
+      config["compile"] = json::parse(compile_config_to_json(*this));
+    } catch (const ValueError& e) {
+      log(LogLevel::warning, "Model::save: the compile settings of model '" + name() +
+                                 "' are not saved (" + e.what() + "); compile() it after loading");
+    }
+  }
+  // Written beside the target, then renamed into place.
+  const std::filesystem::path target = std::filesystem::absolute(dir).lexically_normal();
+  const std::string stem = target.filename().string();
+  const std::filesystem::path staging =
+      target.parent_path() / ("." + stem + ".saving." + std::to_string(::getpid()));
+  const std::filesystem::path old =
+      target.parent_path() / ("." + stem + ".old." + std::to_string(::getpid()));
+  std::error_code ec;
+  std::filesystem::create_directories(target.parent_path(), ec);
+  remove_quietly(staging);
+  std::filesystem::create_directories(staging, ec);
+  if (ec) throw IOError("Model::save: cannot create '" + staging.string() + "': " + ec.message());
+  try {
+    io::write_file_atomically(staging / "config.json", config.dump(1));
+    save_weights(staging / "model.safetensors");
+    if (std::filesystem::exists(target)) std::filesystem::rename(target, old);
+    std::filesystem::rename(staging, target);
+  } catch (const std::filesystem::filesystem_error& e) {
+    remove_quietly(staging);
+    throw IOError(std::string("Model::save: ") + e.what());
+  } catch (...) {
+    remove_quietly(staging);
+    throw;
+  }
+  remove_quietly(old);
+}
+
+Model load_model(const std::filesystem::path& dir) {
+  const std::filesystem::path config_path = dir / "config.json";
+  const json config = json::parse(read_config(config_path), nullptr, false);
+  if (config.is_discarded() || !config.is_object()) {
+    throw IOError(config_path.string() + ": not valid JSON");
+  }
+  if (config.value("format", "") != kFormat || !config.contains("model")) {
+    throw IOError(config_path.string() + ": not a saved mixprec model (\"format\" is not \"" +
+                  kFormat + "\")");
+  }
+  if (!config.contains("version") || config["version"] != 1) {
+    throw IOError(config_path.string() +
+                  ": unsupported saved-model version (this mixprec reads 1)");
+  }
+  Model model = [&] {
+    try {
+      return model_from_json(config["model"].dump());
+    } catch (const ValueError& e) {
+      throw ValueError(config_path.string() + ": " + e.what());
+    }
+  }();
+  model.load_weights(dir / "model.safetensors");
+  if (config.contains("compile") && !config["compile"].is_null()) {
+    try {
+      model.compile(compile_options_from_json(config["compile"].dump()));
+    } catch (const ValueError& e) {
+      throw ValueError(config_path.string() + ": " + e.what());
+    }
+  }
+  return model;
+}
+
+}  // namespace mixprec
