@@ -1,4 +1,6 @@
 // Model::save and load_model (include/mixprec/models/saving.h).
+#include <fcntl.h>
+#include <stdio.h>  // renameat2
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,6 +46,37 @@ void remove_quietly(const std::filesystem::path& p) {
   std::filesystem::remove_all(p, ignored);
 }
 
+// Makes a rename in `dir` durable.
+void fsync_directory(const std::filesystem::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Puts the complete `staging` directory in the place of `target`. When target exists the two are
+// exchanged in one atomic step (renameat2 RENAME_EXCHANGE), so at every moment `target` names
+// either the old model or the new one; `staging` then holds the old one, for the caller to remove.
+// Filesystems without the exchange fall back to two renames (a window in which target is missing,
+// never one in which it is a mix).
+void replace_directory(const std::filesystem::path& staging, const std::filesystem::path& target,
+                       const std::filesystem::path& old) {
+  if (std::filesystem::exists(target)) {
+    if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+      fsync_directory(target.parent_path());
+      remove_quietly(staging);  // the old model now
+      return;
+    }
+    if (errno != EINVAL && errno != ENOSYS) {
+      throw IOError("Model::save: cannot replace '" + target.string() +
+                    "': " + std::strerror(errno));
+    }
+    std::filesystem::rename(target, old);
+  }
+  std::filesystem::rename(staging, target);
+  fsync_directory(target.parent_path());
+}
+
 }  // namespace
 
 void Model::save(const std::filesystem::path& dir) const {
@@ -62,7 +95,8 @@ void Model::save(const std::filesystem::path& dir) const {
     }
   }
   // Written beside the target, then renamed into place.
-  const std::filesystem::path target = std::filesystem::absolute(dir).lexically_normal();
+  std::filesystem::path target = std::filesystem::absolute(dir).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();  // "saved/mlp/"
   const std::string stem = target.filename().string();
   const std::filesystem::path staging =
       target.parent_path() / ("." + stem + ".saving." + std::to_string(::getpid()));
@@ -76,8 +110,7 @@ void Model::save(const std::filesystem::path& dir) const {
   try {
     io::write_file_atomically(staging / "config.json", config.dump(1));
     save_weights(staging / "model.safetensors");
-    if (std::filesystem::exists(target)) std::filesystem::rename(target, old);
-    std::filesystem::rename(staging, target);
+    replace_directory(staging, target, old);
   } catch (const std::filesystem::filesystem_error& e) {
     remove_quietly(staging);
     throw IOError(std::string("Model::save: ") + e.what());
