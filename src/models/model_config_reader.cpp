@@ -8,6 +8,7 @@
 // layer and parameter counts are within the limits, does the build pass construct the model.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <string>
@@ -218,8 +219,9 @@ layers::Layer make_layer(const std::string& cls, Object& c, const ModelConfigLim
   if (cls == "BatchNormalization") {
     const Common m = read_common(c);
     BatchNormalizationOptions o;
-    o.axis =
-        static_cast<int>(c.integer("axis", -1, -1, "-1 (the last axis, the only one supported)"));
+    // The layer's own check (the last axis only) runs on the input shape in the check pass.
+    o.axis = static_cast<int>(c.integer("axis", -static_cast<std::int64_t>(kMaxRank), kMaxRank - 1,
+                                        "an axis in [-8, 7]"));
     o.momentum = c.number("momentum", 0, 1, Upper::inclusive, "a number in [0, 1]");
     o.epsilon = c.number("epsilon", 0, 1, Upper::inclusive, "a number in (0, 1]");
     if (!(o.epsilon > 0)) c.bad("epsilon", "a number in (0, 1]", c.get("epsilon"));
@@ -504,13 +506,19 @@ Ref read_ref(const json& v, const std::unordered_map<std::string, std::size_t>& 
     fail(where, what + " refers to an unknown layer " + quote(v[0].get<std::string>()));
   }
   const Entry& src = entries[it->second];
-  const auto node =
-      models::config::to_integer(v[1], 0, static_cast<std::int64_t>(calls[it->second]) - 1, where,
-                                 what + " node index", "an existing call of the layer");
-  const auto tensor =
-      models::config::to_integer(v[2], 0, static_cast<std::int64_t>(src.outputs) - 1, where,
-                                 what + " tensor index", "an existing output");
-  return {it->second, static_cast<std::size_t>(node), static_cast<std::size_t>(tensor)};
+  const std::string layer = quote(src.name);
+  const json& node = v[1];
+  const json& tensor = v[2];
+  if (!node.is_number_unsigned() || node.get<std::uint64_t>() >= calls[it->second]) {
+    fail(where, what + " refers to call " + show(node) + " of layer " + layer + ", which has " +
+                    std::to_string(calls[it->second]) + " call(s)");
+  }
+  if (!tensor.is_number_unsigned() || tensor.get<std::uint64_t>() >= src.outputs) {
+    fail(where, what + " refers to output " + show(tensor) + " of layer " + layer + ", which has " +
+                    std::to_string(src.outputs) + " output(s)");
+  }
+  return {it->second, static_cast<std::size_t>(node.get<std::uint64_t>()),
+          static_cast<std::size_t>(tensor.get<std::uint64_t>())};
 }
 
 // Runs the check-pass computation of one call: validates the inputs and returns the outputs.
@@ -540,7 +548,7 @@ std::vector<PartialShape> check_call(Entry& e, std::size_t call,
 ModelResult read_functional(Object& c, const std::string& prefix, Context ctx) {
   const std::string name = read_name(c);
   const bool trainable = c.boolean("trainable");
-  const json& list = c.array("layers", static_cast<std::size_t>(ctx.budget.limits.max_layers));
+  const json& list = c.array("layers", std::numeric_limits<std::size_t>::max());
   if (list.empty()) c.bad("layers", "a non-empty list of layers", list);
   add_layers(ctx.budget, list.size(), prefix.empty() ? "layers" : prefix);
 
@@ -709,7 +717,7 @@ ModelResult read_functional(Object& c, const std::string& prefix, Context ctx) {
 ModelResult read_sequential(Object& c, const std::string& prefix, Context ctx) {
   const std::string name = read_name(c);
   const bool trainable = c.boolean("trainable");
-  const json& list = c.array("layers", static_cast<std::size_t>(ctx.budget.limits.max_layers));
+  const json& list = c.array("layers", std::numeric_limits<std::size_t>::max());
   c.finish();
   add_layers(ctx.budget, list.size(), prefix.empty() ? "layers" : prefix);
   std::vector<Entry> entries;

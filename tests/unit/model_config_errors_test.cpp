@@ -219,10 +219,11 @@ TEST(ModelConfigErrorsTest, GraphReferences) {
   expect_refused(c,
                  R"(layers[2] (dense_2): inbound_nodes[0][0] refers to an unknown layer "nope")");
   layer(c, 2)["inbound_nodes"] = json::parse(R"([[["dense_1", 1, 0]]])");
-  expect_refused(
-      c, R"("inbound_nodes[0][0] node index" must be an existing call of the layer, got 1)");
+  expect_refused(c,
+                 R"(inbound_nodes[0][0] refers to call 1 of layer "dense_1", which has 1 call(s))");
   layer(c, 2)["inbound_nodes"] = json::parse(R"([[["dense_1", 0, 2]]])");
-  expect_refused(c, R"("inbound_nodes[0][0] tensor index" must be an existing output, got 2)");
+  expect_refused(
+      c, R"(inbound_nodes[0][0] refers to output 2 of layer "dense_1", which has 1 output(s))");
   layer(c, 2)["inbound_nodes"] = json::parse(R"([[["dense_1", 0]]])");
   expect_refused(c, "inbound_nodes[0][0] must be [layer name, node index, tensor index]");
   layer(c, 2)["inbound_nodes"] = json::array();
