@@ -29,6 +29,7 @@
 // a layer entry whose "config" is its own model config.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
