@@ -42,7 +42,7 @@ class Object {
   bool boolean(const char* key);
   std::int64_t integer(const char* key, std::int64_t lo, std::int64_t hi, const char* what);
   double number(const char* key, double lo, double hi, Upper upper, const char* what);
-  // null or an integer in [lo, hi].
+  // null, or a number in [lo, hi].
   std::optional<double> optional_number(const char* key, double lo, double hi, const char* what);
   // A JSON array (ValueError otherwise, or when longer than max_size).
   const json& array(const char* key, std::size_t max_size);
