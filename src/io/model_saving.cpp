@@ -3,6 +3,7 @@
 #include <stdio.h>  // renameat2
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -135,14 +136,27 @@ Model load_model(const std::filesystem::path& dir) {
     throw IOError(config_path.string() +
                   ": unsupported saved-model version (this mixprec reads 1)");
   }
+  // The weights file bounds the model the config may build: every variable is stored there with
+  // at least 2 bytes an element, so a config that claims more parameters than the file can hold
+  // is refused before any variable is allocated.
+  const std::filesystem::path weights_path = dir / "model.safetensors";
+  std::error_code ec;
+  const std::uintmax_t weights_bytes = std::filesystem::file_size(weights_path, ec);
+  if (ec) {
+    throw IOError(weights_path.string() +
+                  ": cannot read the saved model's weights: " + ec.message());
+  }
+  ModelConfigLimits limits;
+  limits.max_params = static_cast<std::int64_t>(
+      std::min<std::uintmax_t>(static_cast<std::uintmax_t>(limits.max_params), weights_bytes / 2));
   Model model = [&] {
     try {
-      return model_from_json(config["model"].dump());
+      return model_from_json(config["model"].dump(), limits);
     } catch (const ValueError& e) {
       throw ValueError(config_path.string() + ": " + e.what());
     }
   }();
-  model.load_weights(dir / "model.safetensors");
+  model.load_weights(weights_path);
   if (config.contains("compile") && !config["compile"].is_null()) {
     try {
       model.compile(compile_options_from_json(config["compile"].dump()));

@@ -125,6 +125,13 @@ TEST(ModelSavingTest, BadDirectoriesGetClearErrors) {
   testing::expect_error<ValueError>([&] { (void)load_model(path); },
                                     {"config.json", "compile config"});
 
+  // A config that claims a model far larger than its weights file is refused before building.
+  bad = nlohmann::json::parse(good_config);
+  bad["model"]["config"]["layers"][1]["config"]["units"] = 1 << 20;
+  write_text(path / "config.json", bad.dump());
+  testing::expect_error<ValueError>([&] { (void)load_model(path); },
+                                    {"config.json", "layers[1] (hidden)", "parameters"});
+
   write_text(path / "config.json", good_config);
   fs::remove(path / "model.safetensors");
   testing::expect_error<IOError>([&] { (void)load_model(path); }, {"model.safetensors"});
