@@ -15,6 +15,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,9 +43,17 @@ class Initializer {
 
   static std::vector<std::string> valid_names();
 
+  // Keras get_config(): the parameters of a built-in initializer ({} for the parameterless ones,
+  // {"value": v} for constant(), {"mean", "stddev"} for random_normal(), {"minval", "maxval"} for
+  // random_uniform()); nullopt for a custom function, which a model config cannot describe.
+  const std::optional<std::map<std::string, double>>& get_config() const { return config_; }
+  // Internal: marks an initializer made by this library's factories as describable by `config`.
+  Initializer with_config(std::map<std::string, double> config) &&;
+
  private:
   std::string name_;
   Fn fn_;
+  std::optional<std::map<std::string, double>> config_;
 };
 
 struct Fans {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,17 @@ class Loss {
   Tensor operator()(const Tensor& y_true, const Tensor& y_pred) const;
   // Keras name: "sparse_categorical_crossentropy", "mean_squared_error", ...
   const std::string& name() const { return name_; }
+
+  // Keras get_config(): the class and options of a built-in loss ("SparseCategoricalCrossentropy",
+  // from_logits); nullopt for a loss made from a function, which a saved config cannot describe.
+  struct Config {
+    std::string class_name;
+    bool from_logits = false;
+  };
+  const std::optional<Config>& get_config() const { return config_; }
+
+ protected:
+  std::optional<Config> config_;
 
  private:
   std::string name_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,18 @@ class Metric {
   double result() const;
   void reset_state();
   const std::string& name() const;
+
+  // Keras get_config(): the class and options of a built-in metric; nullopt for a custom one,
+  // which a saved config cannot describe.
+  struct Config {
+    std::string class_name;  // "Accuracy", "SparseCategoricalAccuracy", ..., "Mean"
+    std::string name;
+    double threshold = 0.5;  // BinaryAccuracy
+  };
+  const std::optional<Config>& get_config() const { return config_; }
+
+ protected:
+  std::optional<Config> config_;
 
  private:
   detail::MetricImpl& checked_impl() const;

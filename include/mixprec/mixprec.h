@@ -30,6 +30,8 @@
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/mixed_precision/policy.h"
 #include "mixprec/models/model.h"
+#include "mixprec/models/model_config.h"
+#include "mixprec/models/saving.h"
 #include "mixprec/models/sequential.h"
 #include "mixprec/models/tensor_core_advice.h"
 #include "mixprec/nn_ops.h"

@@ -6,7 +6,7 @@
 #   scripts/gpu/build.sh                       # configure + build everything (tests included)
 #   TARGETS=mixprec_cli scripts/gpu/build.sh   # only the CLI (benchmark calls need no tests)
 #   BUILD=build-gpu CUDA_ARCHS=90 scripts/gpu/build.sh
-#   source .gpu-deps/env.sh && ctest --test-dir build-gpu -L gpu
+#   source .gpu-deps/env.sh && ctest --test-dir build-gpu -L gpu   # env.sh sets MIXPREC_REQUIRE_GPU=1
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -57,6 +57,8 @@ libdir=$prefix/usr/lib/x86_64-linux-gnu
 cat >"$root/.gpu-deps/env.sh" <<ENV
 export LD_LIBRARY_PATH=$libdir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 export MIXPREC_FASHION_MNIST_DIR=$prefix/usr/share/datasets/fashion-mnist
+# This machine is meant to have a GPU: a GPU test that finds none fails instead of skipping.
+export MIXPREC_REQUIRE_GPU=1
 ENV
 # shellcheck disable=SC1091
 source "$root/.gpu-deps/env.sh"

@@ -29,21 +29,25 @@ Tensor truncated_normal(const Shape& shape, double stddev, DType dtype, Generato
 }
 
 Initializer uniform_with_limit(std::string name, double numerator, bool use_fan_out) {
-  return Initializer(
-      std::move(name), [numerator, use_fan_out](const Shape& shape, DType dtype, Generator& gen) {
-        const Fans f = compute_fans(shape);
-        const double limit = std::sqrt(numerator / (use_fan_out ? f.fan_in + f.fan_out : f.fan_in));
-        return random_uniform(shape, -limit, limit, {.dtype = dtype}, gen);
-      });
+  return Initializer(std::move(name),
+                     [numerator, use_fan_out](const Shape& shape, DType dtype, Generator& gen) {
+                       const Fans f = compute_fans(shape);
+                       const double limit =
+                           std::sqrt(numerator / (use_fan_out ? f.fan_in + f.fan_out : f.fan_in));
+                       return random_uniform(shape, -limit, limit, {.dtype = dtype}, gen);
+                     })
+      .with_config({});
 }
 
 Initializer truncated_with_variance(std::string name, double numerator, bool use_fan_out) {
-  return Initializer(std::move(name), [numerator, use_fan_out](const Shape& shape, DType dtype,
-                                                               Generator& gen) {
-    const Fans f = compute_fans(shape);
-    const double stddev = std::sqrt(numerator / (use_fan_out ? f.fan_in + f.fan_out : f.fan_in));
-    return truncated_normal(shape, stddev, dtype, gen);
-  });
+  return Initializer(std::move(name),
+                     [numerator, use_fan_out](const Shape& shape, DType dtype, Generator& gen) {
+                       const Fans f = compute_fans(shape);
+                       const double stddev =
+                           std::sqrt(numerator / (use_fan_out ? f.fan_in + f.fan_out : f.fan_in));
+                       return truncated_normal(shape, stddev, dtype, gen);
+                     })
+      .with_config({});
 }
 
 constexpr bool kFanInOut = true;
@@ -71,6 +75,11 @@ Initializer::Initializer(std::string_view name) : Initializer(by_name(name)) {}
 
 Initializer::Initializer(std::string name, Fn fn) : name_(std::move(name)), fn_(std::move(fn)) {
   if (!fn_) throw ValueError("Initializer '" + name_ + "': the function is empty");
+}
+
+Initializer Initializer::with_config(std::map<std::string, double> config) && {
+  config_ = std::move(config);
+  return std::move(*this);
 }
 
 std::vector<std::string> Initializer::valid_names() {
@@ -127,27 +136,31 @@ Initializer lecun_normal() { return truncated_with_variance("lecun_normal", 1.0,
 Initializer lecun_uniform() { return uniform_with_limit("lecun_uniform", 3.0, kFanIn); }
 
 Initializer zeros() {
-  return Initializer(
-      "zeros", [](const Shape& s, DType d, Generator&) { return mixprec::zeros(s, {.dtype = d}); });
+  return Initializer("zeros", [](const Shape& s, DType d,
+                                 Generator&) { return mixprec::zeros(s, {.dtype = d}); })
+      .with_config({});
 }
 
 Initializer ones() {
-  return Initializer(
-      "ones", [](const Shape& s, DType d, Generator&) { return mixprec::ones(s, {.dtype = d}); });
+  return Initializer("ones", [](const Shape& s, DType d,
+                                Generator&) { return mixprec::ones(s, {.dtype = d}); })
+      .with_config({});
 }
 
 Initializer constant(double value) {
-  return Initializer("constant", [value](const Shape& s, DType d, Generator&) {
-    return full(s, value, {.dtype = d});
-  });
+  return Initializer("constant", [value](const Shape& s, DType d,
+                                         Generator&) { return full(s, value, {.dtype = d}); })
+      .with_config({{"value", value}});
 }
 
 Initializer random_normal(double mean, double stddev) {
   if (!(stddev >= 0))
     throw ValueError("random_normal: stddev must be >= 0, got " + std::to_string(stddev));
-  return Initializer("random_normal", [mean, stddev](const Shape& s, DType d, Generator& gen) {
-    return mixprec::random_normal(s, mean, stddev, {.dtype = d}, gen);
-  });
+  return Initializer("random_normal",
+                     [mean, stddev](const Shape& s, DType d, Generator& gen) {
+                       return mixprec::random_normal(s, mean, stddev, {.dtype = d}, gen);
+                     })
+      .with_config({{"mean", mean}, {"stddev", stddev}});
 }
 
 Initializer random_uniform(double minval, double maxval) {
@@ -155,9 +168,11 @@ Initializer random_uniform(double minval, double maxval) {
     throw ValueError("random_uniform: minval must be <= maxval, got " + std::to_string(minval) +
                      " and " + std::to_string(maxval));
   }
-  return Initializer("random_uniform", [minval, maxval](const Shape& s, DType d, Generator& gen) {
-    return mixprec::random_uniform(s, minval, maxval, {.dtype = d}, gen);
-  });
+  return Initializer("random_uniform",
+                     [minval, maxval](const Shape& s, DType d, Generator& gen) {
+                       return mixprec::random_uniform(s, minval, maxval, {.dtype = d}, gen);
+                     })
+      .with_config({{"minval", minval}, {"maxval", maxval}});
 }
 
 }  // namespace mixprec::initializers

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
@@ -13,6 +14,11 @@ namespace {
 
 class ActivationImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["activation"] = activation_;
+    return c;
+  }
   ActivationImpl(std::string activation, const ActivationOptions& o)
       : LayerImpl("Activation", {o.dtype, o.name, o.trainable}),
         activation_(std::move(activation)) {
@@ -33,6 +39,11 @@ class ActivationImpl final : public LayerImpl {
 
 class SoftmaxImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["axis"] = axis_;
+    return c;
+  }
   SoftmaxImpl(int axis, const LayerOptions& o) : LayerImpl("Softmax", o), axis_(axis) {}
 
   void validate(const std::vector<PartialShape>& shapes) const override {

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
 #include "mixprec/error.h"
@@ -16,6 +17,23 @@ namespace {
 
 class BatchNormalizationImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["axis"] = o_.axis;
+    c["momentum"] = o_.momentum;
+    c["epsilon"] = o_.epsilon;
+    c["center"] = o_.center;
+    c["scale"] = o_.scale;
+    c["beta_initializer"] =
+        detail::initializer_config(o_.beta_initializer, name(), "beta_initializer");
+    c["gamma_initializer"] =
+        detail::initializer_config(o_.gamma_initializer, name(), "gamma_initializer");
+    c["moving_mean_initializer"] =
+        detail::initializer_config(o_.moving_mean_initializer, name(), "moving_mean_initializer");
+    c["moving_variance_initializer"] = detail::initializer_config(
+        o_.moving_variance_initializer, name(), "moving_variance_initializer");
+    return c;
+  }
   explicit BatchNormalizationImpl(const BatchNormalizationOptions& o)
       : LayerImpl("BatchNormalization", {o.dtype, o.name, o.trainable}), o_(o) {
     if (!(o.momentum >= 0.0 && o.momentum <= 1.0)) {

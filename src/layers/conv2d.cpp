@@ -7,6 +7,7 @@
 #include <string>
 
 #include "layers/conv_layer_base.h"
+#include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 
@@ -42,6 +43,22 @@ namespace {
 
 class Conv2DImpl final : public ConvLayerBase {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["filters"] = filters_;
+    c["kernel_size"] = detail::size2d_config(geometry().kernel_size);
+    c["strides"] = detail::size2d_config(geometry().strides);
+    c["padding"] = std::string(geometry().padding.name());
+    c["dilation_rate"] = detail::size2d_config(geometry().dilation);
+    c["groups"] = groups_;
+    c["activation"] = activation();
+    c["use_bias"] = use_bias();
+    c["kernel_initializer"] =
+        detail::initializer_config(kernel_initializer_, name(), "kernel_initializer");
+    c["bias_initializer"] =
+        detail::initializer_config(bias_initializer_, name(), "bias_initializer");
+    return c;
+  }
   Conv2DImpl(std::int64_t filters, Size2d kernel_size, const Conv2DOptions& o)
       : ConvLayerBase("Conv2D", {o.dtype, o.name, o.trainable},
                       {kernel_size, o.strides, o.padding, o.dilation_rate}, o.activation,

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
@@ -14,6 +15,17 @@ namespace {
 
 class DenseImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["units"] = units_;
+    c["activation"] = activation_;
+    c["use_bias"] = use_bias_;
+    c["kernel_initializer"] =
+        detail::initializer_config(kernel_initializer_, name(), "kernel_initializer");
+    c["bias_initializer"] =
+        detail::initializer_config(bias_initializer_, name(), "bias_initializer");
+    return c;
+  }
   DenseImpl(std::int64_t units, const DenseOptions& o)
       : LayerImpl("Dense", {o.dtype, o.name, o.trainable}),
         units_(units),

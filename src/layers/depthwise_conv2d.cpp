@@ -5,6 +5,7 @@
 #include <string>
 
 #include "layers/conv_layer_base.h"
+#include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 
@@ -14,6 +15,21 @@ namespace {
 
 class DepthwiseConv2DImpl final : public ConvLayerBase {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["kernel_size"] = detail::size2d_config(geometry().kernel_size);
+    c["strides"] = detail::size2d_config(geometry().strides);
+    c["padding"] = std::string(geometry().padding.name());
+    c["depth_multiplier"] = multiplier_;
+    c["dilation_rate"] = detail::size2d_config(geometry().dilation);
+    c["activation"] = activation();
+    c["use_bias"] = use_bias();
+    c["depthwise_initializer"] =
+        detail::initializer_config(kernel_initializer_, name(), "depthwise_initializer");
+    c["bias_initializer"] =
+        detail::initializer_config(bias_initializer_, name(), "bias_initializer");
+    return c;
+  }
   DepthwiseConv2DImpl(Size2d kernel_size, const DepthwiseConv2DOptions& o)
       : ConvLayerBase("DepthwiseConv2D", {o.dtype, o.name, o.trainable},
                       {kernel_size, o.strides, o.padding, o.dilation_rate}, o.activation,

@@ -21,6 +21,7 @@
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
+#include "layers/layer_config.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
 #include "mixprec/random.h"
@@ -87,12 +88,19 @@ Tensor masked_multiply(const Tensor& x, const MaskKey& key) {
 
 class DropoutImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["rate"] = rate_;
+    c["seed"] = seed_ ? nlohmann::json(*seed_) : nlohmann::json(nullptr);
+    return c;
+  }
   DropoutImpl(double rate, const DropoutOptions& o)
       : LayerImpl("Dropout", {o.dtype, o.name, o.trainable}), rate_(rate) {
     if (!(rate >= 0.0 && rate < 1.0)) {
       throw ValueError(name() + ": Dropout rate must be in [0, 1), got " + std::to_string(rate) +
                        " (it is the fraction of inputs dropped)");
     }
+    seed_ = o.seed;
     if (o.seed) generator_.emplace(*o.seed);
   }
 
@@ -119,6 +127,7 @@ class DropoutImpl final : public LayerImpl {
   Generator* own_generator() override { return generator_ ? &*generator_ : nullptr; }
 
   double rate_;
+  std::optional<std::uint64_t> seed_;  // as constructed, for get_config()
   std::optional<Generator> generator_;
 };
 

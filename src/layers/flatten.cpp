@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/error.h"
 
 namespace mixprec::layers {
@@ -11,6 +12,7 @@ namespace {
 
 class FlattenImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override { return base_config(); }
   explicit FlattenImpl(const LayerOptions& o) : LayerImpl("Flatten", o) {}
 
   void validate(const std::vector<PartialShape>& shapes) const override {

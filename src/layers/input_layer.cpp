@@ -1,6 +1,7 @@
 // InputLayer and mp::Input: the source nodes of a functional graph.
 #include "mixprec/layers/input_layer.h"
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "layers/graph.h"
@@ -35,6 +36,14 @@ InputLayerImpl::InputLayerImpl(std::vector<std::int64_t> shape, const InputOptio
   batch_shape_.insert(batch_shape_.end(), shape.begin(), shape.end());
   if (is_floating(dtype_)) set_policy(mixed_precision::Policy(dtype_name(dtype_)));
   set_built(true);
+}
+
+nlohmann::json InputLayerImpl::get_config() const {
+  nlohmann::json c = nlohmann::json::object();
+  c["name"] = name();
+  c["dtype"] = std::string(dtype_name(dtype_));
+  c["batch_shape"] = batch_shape_;  // -1 where unknown (the batch axis unless batch_size is set)
+  return c;
 }
 
 std::vector<PartialShape> InputLayerImpl::compute_output_shape(

@@ -4,12 +4,15 @@
 #include <memory>
 #include <vector>
 
+#include "layers/layer_config.h"
 #include "mixprec/layers/input_layer.h"
 
 namespace mixprec::layers {
 
 class InputLayerImpl final : public LayerImpl {
  public:
+  // {"name", "dtype" (the input's dtype name), "batch_shape" (-1 where unknown)}.
+  nlohmann::json get_config() const override;
   InputLayerImpl(std::vector<std::int64_t> shape, const InputOptions& options);
 
   bool autocasts() const override { return false; }

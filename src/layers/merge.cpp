@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
 
@@ -27,6 +28,7 @@ class MergeImpl : public LayerImpl {
 // unless the other extent is known and not 1.
 class ElementwiseMergeImpl final : public MergeImpl {
  public:
+  nlohmann::json get_config() const override { return base_config(); }
   enum class Op { add, multiply };
   ElementwiseMergeImpl(Op op, const LayerOptions& o)
       : MergeImpl(op == Op::add ? "Add" : "Multiply", o), op_(op) {}
@@ -80,6 +82,11 @@ class ElementwiseMergeImpl final : public MergeImpl {
 
 class ConcatenateImpl final : public MergeImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["axis"] = axis_;
+    return c;
+  }
   ConcatenateImpl(int axis, const LayerOptions& o) : MergeImpl("Concatenate", o), axis_(axis) {}
 
   int normalized_axis(int rank) const {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/error.h"
 #include "mixprec/nn_ops.h"
 #include "ops/window.h"
@@ -33,6 +34,13 @@ enum class PoolKind { max, average };
 
 class Pooling2DImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["pool_size"] = detail::size2d_config(pool_size_);
+    c["strides"] = detail::size2d_config(strides_);  // resolved: pool_size when left at 0
+    c["padding"] = std::string(padding_.name());
+    return c;
+  }
   Pooling2DImpl(PoolKind kind, Size2d pool_size, const Pooling2DOptions& o)
       : LayerImpl(kind == PoolKind::max ? "MaxPooling2D" : "AveragePooling2D",
                   {o.dtype, o.name, o.trainable}),
@@ -91,6 +99,11 @@ class Pooling2DImpl final : public LayerImpl {
 
 class GlobalAveragePooling2DImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["keepdims"] = keepdims_;
+    return c;
+  }
   explicit GlobalAveragePooling2DImpl(const GlobalPooling2DOptions& o)
       : LayerImpl("GlobalAveragePooling2D", {o.dtype, o.name, o.trainable}),
         keepdims_(o.keepdims) {}

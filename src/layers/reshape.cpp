@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/error.h"
 
 namespace mixprec::layers {
@@ -11,6 +12,11 @@ namespace {
 
 class ReshapeImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["target_shape"] = target_;
+    return c;
+  }
   ReshapeImpl(std::vector<std::int64_t> target, const LayerOptions& o)
       : LayerImpl("Reshape", o), target_(std::move(target)) {
     int unknown = 0;

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/error.h"
 #include "mixprec/nn_ops.h"
 
@@ -12,6 +13,13 @@ namespace {
 
 class ResizingImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    c["height"] = height_;
+    c["width"] = width_;
+    c["interpolation"] = interpolation_;
+    return c;
+  }
   ResizingImpl(std::int64_t height, std::int64_t width, const ResizingOptions& o)
       : LayerImpl("Resizing", {o.dtype, o.name, o.trainable}),
         height_(height),

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "layers/layer_config.h"
 #include "mixprec/error.h"
 
 namespace mixprec::layers {
@@ -11,6 +12,12 @@ namespace {
 
 class ZeroPadding2DImpl final : public LayerImpl {
  public:
+  nlohmann::json get_config() const override {
+    nlohmann::json c = base_config();
+    // Keras' ((top, bottom), (left, right))
+    c["padding"] = {{padding_.top, padding_.bottom}, {padding_.left, padding_.right}};
+    return c;
+  }
   ZeroPadding2DImpl(Padding2d padding, const LayerOptions& o)
       : LayerImpl("ZeroPadding2D", o), padding_(padding) {
     if (padding.top < 0 || padding.bottom < 0 || padding.left < 0 || padding.right < 0) {

@@ -82,7 +82,9 @@ SparseCategoricalCrossentropy::SparseCategoricalCrossentropy(
              // -log p[label] per sample, picked out by a one-hot mask.
              const Tensor picked = sum(one_hot(labels, classes, pred.dtype()) * log_p, {-1});
              return neg(mean(picked));
-           }) {}
+           }) {
+  config_ = Config{"SparseCategoricalCrossentropy", options.from_logits};
+}
 
 CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions options)
     : Loss("categorical_crossentropy",
@@ -93,7 +95,9 @@ CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions 
              const Tensor target = detail::target_like(kLoss, y_true, pred);
              const Tensor log_p = detail::log_probabilities(pred, logits);
              return neg(mean(sum(target * log_p, {-1})));
-           }) {}
+           }) {
+  config_ = Config{"CategoricalCrossentropy", options.from_logits};
+}
 
 BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions options)
     : Loss("binary_crossentropy",
@@ -120,6 +124,8 @@ BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions options)
                log_not_p = log(1.0 - p);
              }
              return neg(mean(t * log_p + (1.0 - t) * log_not_p));
-           }) {}
+           }) {
+  config_ = Config{"BinaryCrossentropy", options.from_logits};
+}
 
 }  // namespace mixprec::losses

@@ -12,6 +12,8 @@ MeanSquaredError::MeanSquaredError()
         const Tensor pred = detail::prediction(kLoss, y_pred);
         const Tensor d = pred - detail::target_like(kLoss, y_true, pred);
         return mean(d * d);
-      }) {}
+      }) {
+  config_ = Config{"MeanSquaredError", false};
+}
 
 }  // namespace mixprec::losses

@@ -187,18 +187,26 @@ std::string or_default(const std::string& name, const char* fallback) {
 }  // namespace
 
 Accuracy::Accuracy(MetricOptions options)
-    : Metric(std::make_shared<AccuracyImpl>(or_default(options.name, "accuracy"))) {}
+    : Metric(std::make_shared<AccuracyImpl>(or_default(options.name, "accuracy"))) {
+  config_ = Config{"Accuracy", name()};
+}
 
 SparseCategoricalAccuracy::SparseCategoricalAccuracy(MetricOptions options)
     : Metric(std::make_shared<SparseCategoricalAccuracyImpl>(
-          or_default(options.name, "sparse_categorical_accuracy"))) {}
+          or_default(options.name, "sparse_categorical_accuracy"))) {
+  config_ = Config{"SparseCategoricalAccuracy", name()};
+}
 
 CategoricalAccuracy::CategoricalAccuracy(MetricOptions options)
     : Metric(std::make_shared<CategoricalAccuracyImpl>(
-          or_default(options.name, "categorical_accuracy"))) {}
+          or_default(options.name, "categorical_accuracy"))) {
+  config_ = Config{"CategoricalAccuracy", name()};
+}
 
 BinaryAccuracy::BinaryAccuracy(BinaryAccuracyOptions options)
     : Metric(std::make_shared<BinaryAccuracyImpl>(or_default(options.name, "binary_accuracy"),
-                                                  options.threshold)) {}
+                                                  options.threshold)) {
+  config_ = Config{"BinaryAccuracy", name(), options.threshold};
+}
 
 }  // namespace mixprec::metrics

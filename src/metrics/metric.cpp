@@ -98,7 +98,9 @@ void Metric::reset_state() { checked_impl().reset(); }
 const std::string& Metric::name() const { return checked_impl().name(); }
 
 Mean::Mean(MetricOptions options)
-    : Metric(std::make_shared<detail::MeanImpl>(options.name.empty() ? "mean" : options.name)) {}
+    : Metric(std::make_shared<detail::MeanImpl>(options.name.empty() ? "mean" : options.name)) {
+  config_ = Config{"Mean", name()};
+}
 
 Metric get(std::string_view name, std::string_view loss_name) {
   const auto lower = [](std::string_view s) {

@@ -299,7 +299,9 @@ std::shared_ptr<LossScaleOptimizerImpl> make_impl(optimizers::Optimizer inner,
 }  // namespace
 
 LossScaleOptimizer::LossScaleOptimizer(optimizers::Optimizer inner, LossScaleOptions options)
-    : Optimizer(make_impl(std::move(inner), options)) {}
+    : Optimizer(make_impl(std::move(inner), options)) {
+  impl()->options = options;
+}
 
 LossScaleOptimizer::LossScaleOptimizer(std::shared_ptr<optimizers::detail::OptimizerImpl> impl)
     : Optimizer(std::move(impl)) {}

@@ -49,6 +49,9 @@ class ModelImpl : public layers::LayerImpl {
 
   // ---- LayerImpl ----
   bool autocasts() const override { return false; }
+  // {"name", "trainable", "layers", "input_layers", "output_layers"} (model_config.h); the
+  // Sequential override lists its layers instead of a graph. src/models/model_config.cpp.
+  nlohmann::json get_config() const override;
   std::vector<layers::NamedVariable> named_variables() const override;
   void set_trainable(bool trainable) override;
   void validate_input_count(std::size_t count) const override;
@@ -84,5 +87,8 @@ class ModelImpl : public layers::LayerImpl {
   std::vector<TensorSpec> standardize(const std::vector<TensorSpec>& inputs) const;
   Tensor standardize(std::size_t i, const Tensor& x) const;
 };
+
+// {"class_name": <the layer's class>, "config": <its get_config()>} (src/models/model_config.cpp).
+nlohmann::json layer_config_entry(const layers::Layer& layer);
 
 }  // namespace mixprec::models

@@ -2,6 +2,7 @@
 // shape is known (an InputLayer given first, or the first call).
 #include "mixprec/models/sequential.h"
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -20,6 +21,19 @@ class SequentialImpl final : public ModelImpl {
       : ModelImpl("Sequential", ModelOptions{o.name, o.trainable}, "sequential") {}
 
   std::vector<layers::Layer> layers() const override { return layers_; }
+
+  // Keras' Sequential config: the layers in order, the InputLayer first when there is one (an
+  // unbuilt model has none and is rebuilt unbuilt).
+  nlohmann::json get_config() const override {
+    nlohmann::json config = nlohmann::json::object();
+    config["name"] = name();
+    config["trainable"] = trainable();
+    nlohmann::json entries = nlohmann::json::array();
+    if (input_.defined()) entries.push_back(layer_config_entry(input_));
+    for (const layers::Layer& l : layers_) entries.push_back(layer_config_entry(l));
+    config["layers"] = std::move(entries);
+    return config;
+  }
 
   void add(const layers::Layer& layer) {
     if (!layer.defined()) throw ValueError(name() + ": add() got an undefined layer");

@@ -267,6 +267,7 @@ void warn_about_tensor_cores(const Model& model) {
 
 void Model::compile(CompileOptions options) {
   auto state = std::make_shared<models::TrainingState>();
+  state->options = options;
 
   if (std::holds_alternative<std::string>(options.loss)) {
     state->loss = losses::get(std::get<std::string>(options.loss));

@@ -69,6 +69,9 @@ struct LossTracker {
 };
 
 struct TrainingState {
+  // What compile() was given, as given (loss and metric names stay names), for the saved compile
+  // settings (compile_config_to_json, include/mixprec/models/model_config.h).
+  CompileOptions options;
   optimizers::Optimizer optimizer;  // as installed: wrapped under mixed_float16
   // The same optimizer seen as a LossScaleOptimizer, when it is one (loss scaling on).
   std::optional<mixed_precision::LossScaleOptimizer> loss_scale;

@@ -55,10 +55,10 @@ cpu::ConvAccumulation reference_accumulation(Path path) {
 }
 
 Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const cpu::ConvGeometry& g,
-               Path path, Accumulation accumulation) {
+               Path path, Accumulation accumulation, cuda::ConvPrepared* prepared) {
   switch (path) {
     case Path::dnnl: return cpu::conv2d_forward(x, w, b, g);
-    case Path::cuda_cudnn: return cuda::conv2d_forward(x, w, b, g, accumulation);
+    case Path::cuda_cudnn: return cuda::conv2d_forward(x, w, b, g, accumulation, prepared);
     case Path::cuda_depthwise: return cuda::depthwise_forward(x, w, b, g, accumulation);
     case Path::reference_wide:
     case Path::reference_storage: break;
@@ -66,11 +66,13 @@ Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const cpu::Con
   return cpu::conv2d_reference_forward(x, w, b, g, reference_accumulation(path));
 }
 
+// `w` / `x`: the HWIO filters / the input, or, on the cuDNN path, what its forward prepared (the
+// KRSC filters / the padded input: cuda::ConvPrepared), whichever the node kept.
 Tensor backward_data(const Tensor& g, const Tensor& w, const cpu::ConvGeometry& geometry, Path path,
-                     Accumulation accumulation) {
+                     Accumulation accumulation, const Tensor& krsc) {
   switch (path) {
     case Path::dnnl: return cpu::conv2d_backward_data(g, w, geometry);
-    case Path::cuda_cudnn: return cuda::conv2d_backward_data(g, w, geometry, accumulation);
+    case Path::cuda_cudnn: return cuda::conv2d_backward_data(g, w, geometry, accumulation, krsc);
     case Path::cuda_depthwise: return cuda::depthwise_backward_data(g, w, geometry, accumulation);
     case Path::reference_wide:
     case Path::reference_storage: break;
@@ -79,10 +81,11 @@ Tensor backward_data(const Tensor& g, const Tensor& w, const cpu::ConvGeometry& 
 }
 
 Tensor backward_filters(const Tensor& x, const Tensor& g, const cpu::ConvGeometry& geometry,
-                        Path path, Accumulation accumulation) {
+                        Path path, Accumulation accumulation, const Tensor& padded_input) {
   switch (path) {
     case Path::dnnl: return cpu::conv2d_backward_filters(x, g, geometry);
-    case Path::cuda_cudnn: return cuda::conv2d_backward_filters(x, g, geometry, accumulation);
+    case Path::cuda_cudnn:
+      return cuda::conv2d_backward_filters(x, g, geometry, accumulation, padded_input);
     case Path::cuda_depthwise:
       return cuda::depthwise_backward_filters(x, g, geometry, accumulation);
     case Path::reference_wide:
@@ -93,6 +96,9 @@ Tensor backward_filters(const Tensor& x, const Tensor& g, const cpu::ConvGeometr
 
 struct Conv2dBackward final : autograd::Node {
   Tensor x, filters;  // contiguous, detached; each saved only when the other needs a gradient
+  // The cuDNN path keeps what its forward built instead (the same sizes): the padded input in
+  // place of x, the KRSC filters in place of the HWIO ones.
+  Tensor cuda_input, cuda_krsc;
   cpu::ConvGeometry geometry;
   DType dtype = DType::float32;
   Path path = Path::dnnl;
@@ -103,8 +109,8 @@ struct Conv2dBackward final : autograd::Node {
                          .detach()
                          .contiguous();
     Tensor dx, dw, db;
-    if (next[0]) dx = backward_data(g, filters, geometry, path, accumulation);
-    if (next[1]) dw = backward_filters(x, g, geometry, path, accumulation);
+    if (next[0]) dx = backward_data(g, filters, geometry, path, accumulation, cuda_krsc);
+    if (next[1]) dw = backward_filters(x, g, geometry, path, accumulation, cuda_input);
     // A reduction: accumulated in float32 (float64 for float64) and rounded once, under either
     // accumulation setting (DESIGN §2.3: reductions accumulate in float32).
     if (next.size() > 2 && next[2]) db = sum(g, {0, 1, 2});
@@ -112,7 +118,7 @@ struct Conv2dBackward final : autograd::Node {
   }
 
   std::string name() const override { return "Conv2dBackward"; }
-  void release_saved() override { x = filters = Tensor(); }
+  void release_saved() override { x = filters = cuda_input = cuda_krsc = Tensor(); }
 };
 
 void check_rank4(const char* op, const char* what, const Tensor& t, const char* layout,
@@ -165,15 +171,29 @@ Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filt
   const Path path = path_for(x, accumulation, g, kind);
   const Tensor xc = x.detach().contiguous(), wc = filters.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-  Tensor out = forward(xc, wc, bc, g, path, accumulation);
-  if (!autograd::needs_record({&x, &user_filters, &bias})) return out;
+  const bool record = autograd::needs_record({&x, &user_filters, &bias});
+  cuda::ConvPrepared prepared;
+  Tensor out = forward(xc, wc, bc, g, path, accumulation, record ? &prepared : nullptr);
+  if (!record) return out;
   auto node = std::make_shared<Conv2dBackward>();
   node->geometry = g;
   node->dtype = x.dtype();
   node->path = path;
   node->accumulation = accumulation;
-  if (user_filters.requires_grad()) node->x = xc;
-  if (x.requires_grad()) node->filters = wc;
+  if (user_filters.requires_grad()) {
+    if (prepared.input.defined()) {
+      node->cuda_input = prepared.input;
+    } else {
+      node->x = xc;
+    }
+  }
+  if (x.requires_grad()) {
+    if (prepared.krsc.defined()) {
+      node->cuda_krsc = prepared.krsc;
+    } else {
+      node->filters = wc;
+    }
+  }
   // The filters' gradient comes back in grouped HWIO form; a reshape node in front of the user's
   // depthwise filters turns it back into (KH, KW, C, M).
   std::vector<Tensor> inputs = {x, filters};

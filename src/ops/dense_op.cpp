@@ -92,6 +92,10 @@ BiasGradRoute bias_grad_route(KernelGrad kernel, BiasGrad bias) {
   return kernel == KernelGrad::needed ? BiasGradRoute::dw_epilogue : BiasGradRoute::row_reduction;
 }
 
+DType row_reduction_dtype(DType dz_dtype) {
+  return is_16bit_float(dz_dtype) ? DType::float32 : dz_dtype;
+}
+
 }  // namespace ops::detail
 
 namespace {
@@ -166,7 +170,11 @@ struct DenseEpilogueBackward final : autograd::Node {
       }
     }
     if (route == BiasGradRoute::row_reduction) {
-      db = reshape(cuda::reduce(cuda::ReduceOp::sum, dz, {true, false}), Shape{dz.dim(1)});
+      // Summed in float32 (row_reduction_dtype): the widening pass reads dz once more, where a
+      // 16-bit sum could overflow to inf at a large loss scale and skip the step for nothing.
+      const DType sum_dtype = ops::detail::row_reduction_dtype(dz.dtype());
+      const Tensor dz_sum = dz.dtype() == sum_dtype ? dz : cuda::cast(dz, sum_dtype);
+      db = reshape(cuda::reduce(cuda::ReduceOp::sum, dz_sum, {true, false}), Shape{dz.dim(1)});
     }
     if (db.defined() && db.dtype() != bias_dtype) db = cuda::cast(db, bias_dtype);
     if (next[0]) dx = reshape(cuda::matmul(dz, w, Transpose::no, Transpose::yes), x_shape);

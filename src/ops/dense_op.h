@@ -65,6 +65,10 @@ enum class BiasGradRoute {
 enum class KernelGrad { not_needed, needed };
 enum class BiasGrad { not_needed, needed };
 BiasGradRoute bias_grad_route(KernelGrad kernel, BiasGrad bias);
+// The dtype in which the row reduction (a frozen kernel: no dW product to carry BGRADA) sums dz of
+// `dz_dtype`: float32 for a 16-bit dz, since the scaled gradient of a large loss scale summed over
+// thousands of rows exceeds float16's 65504 before the float32 master bias could take it.
+DType row_reduction_dtype(DType dz_dtype);
 
 }  // namespace ops::detail
 

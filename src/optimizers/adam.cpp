@@ -53,12 +53,16 @@ Adam::Adam(AdamOptions o)
     : Optimizer(std::make_shared<AdamImpl>(
           "Adam", "adam", o.learning_rate,
           detail::ClipOptions{o.clipnorm, o.clipvalue, o.global_clipnorm},
-          AdamConfig{o.beta_1, o.beta_2, o.epsilon, 0.0})) {}
+          AdamConfig{o.beta_1, o.beta_2, o.epsilon, 0.0})) {
+  impl()->options = o;
+}
 
 AdamW::AdamW(AdamWOptions o)
     : Optimizer(std::make_shared<AdamImpl>(
           "AdamW", "adamw", o.learning_rate,
           detail::ClipOptions{o.clipnorm, o.clipvalue, o.global_clipnorm},
-          AdamConfig{o.beta_1, o.beta_2, o.epsilon, o.weight_decay})) {}
+          AdamConfig{o.beta_1, o.beta_2, o.epsilon, o.weight_decay})) {
+  impl()->options = o;
+}
 
 }  // namespace mixprec::optimizers

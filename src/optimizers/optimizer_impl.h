@@ -5,6 +5,7 @@
 // formula and constants of the multi-tensor update (CUDA: backend/cuda/optimizers.h).
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,6 +23,10 @@ namespace mixprec::optimizers::detail {
 class OptimizerImpl {
  public:
   virtual ~OptimizerImpl() = default;
+  // The options the public handle was constructed with (SGDOptions, AdamOptions, AdamWOptions,
+  // RMSpropOptions, mixed_precision::LossScaleOptions), kept for compile_config_to_json()
+  // (include/mixprec/models/model_config.h); empty for an optimizer made otherwise.
+  std::any options;
   virtual std::string name() const = 0;
   virtual void apply_gradients(const std::vector<Tensor>& grads,
                                const std::vector<Tensor>& variables) = 0;

@@ -56,6 +56,8 @@ class RMSpropImpl final : public detail::SlotOptimizer {
 
 }  // namespace
 
-RMSprop::RMSprop(RMSpropOptions options) : Optimizer(std::make_shared<RMSpropImpl>(options)) {}
+RMSprop::RMSprop(RMSpropOptions options) : Optimizer(std::make_shared<RMSpropImpl>(options)) {
+  impl()->options = options;
+}
 
 }  // namespace mixprec::optimizers

@@ -45,7 +45,7 @@ double CosineDecay::operator()(std::int64_t step) const {
 }  // namespace schedules
 
 LearningRate::LearningRate(double value)
-    : schedule_([value](std::int64_t) { return value; }), constant_(true) {
+    : schedule_([value](std::int64_t) { return value; }), constant_(true), config_(value) {
   (void)(*this)(0);
 }
 

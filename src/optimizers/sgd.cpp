@@ -47,6 +47,8 @@ class SGDImpl final : public detail::SlotOptimizer {
 
 }  // namespace
 
-SGD::SGD(SGDOptions options) : Optimizer(std::make_shared<SGDImpl>(options)) {}
+SGD::SGD(SGDOptions options) : Optimizer(std::make_shared<SGDImpl>(options)) {
+  impl()->options = options;
+}
 
 }  // namespace mixprec::optimizers

@@ -3,11 +3,18 @@
 // TensorFlow padding cuDNN cannot express, padded explicitly), valid padding with dilation,
 // grouped filters, 1x1 stride-2 projections; float16 accumulation; the plan cache; error cases.
 //
-// Tolerances: DESIGN §4's per-dtype values, scaled because a convolution sums K = KH * KW * Cin/G
-// products in an order cuDNN chooses (the CPU's differs): float32 results differ by ~K ulps of the
-// largest partial sum, so float32 gets 16x; a 16-bit result is the float32 sum rounded once on both
-// backends (up to one ulp apart near a rounding boundary) and once more after the bias add on CUDA
-// (conv.cpp), so 16-bit gets 2x.
+// Asymmetric padding: TensorFlow's `same` pads total = max((out - 1) * stride + window - in, 0)
+// with the odd row/column at the bottom/right. It is asymmetric only when `total` is odd: 3x3
+// stride 2 on an even input, 2x2 stride 1, 7x7 stride 2 on 224 (total 5: 2 on top, 3 below), the
+// ResNet/EfficientNet stems and downsampling convolutions. Those take conv.cpp's explicit zero
+// rows/columns (forward, filter gradient) and the slice of dx (data gradient); odd inputs with a
+// 3x3 stride-2 window pad 1 and 1 and do not.
+//
+// Tolerances (listed in tests/gpu/TOLERANCES.md): DESIGN §4's per-dtype values, scaled because a
+// convolution sums K = KH * KW * Cin/G products in an order cuDNN chooses (the CPU's differs):
+// float32 results differ by ~K ulps of the largest partial sum, so float32 gets 16x; a 16-bit
+// result is the float32 sum plus the bias rounded once on both backends (cuDNN's fused
+// bias, or conv.cpp's float32-output path), up to one ulp apart near a rounding boundary: 2x.
 #include "backend/cuda/conv.h"
 
 #include <string>
@@ -29,11 +36,23 @@ std::vector<ConvCase> cases() {
   std::vector<ConvCase> c;
   c.push_back({"3x3 same stride 1", {2, 7, 9, 5}, {3, 3, 5, 6}, {}});
   c.back().options.padding = Padding::same;
-  c.push_back({"3x3 same stride 2 odd input (asymmetric padding)", {2, 9, 7, 4}, {3, 3, 4, 8}, {}});
+  // Symmetric under TensorFlow's rule (total 2: 1 and 1), kept as controls.
+  c.push_back({"3x3 same stride 2 odd input (symmetric)", {2, 9, 7, 4}, {3, 3, 4, 8}, {}});
   c.back().options.padding = Padding::same;
   c.back().options.strides = {2, 2};
-  c.push_back(
-      {"4x4 same stride 2 even input (asymmetric padding)", {1, 8, 10, 3}, {4, 4, 3, 5}, {}});
+  c.push_back({"4x4 same stride 2 even input (symmetric)", {1, 8, 10, 3}, {4, 4, 3, 5}, {}});
+  c.back().options.padding = Padding::same;
+  c.back().options.strides = {2, 2};
+  // Asymmetric: an explicit bottom row and right column of zeros.
+  c.push_back({"3x3 same stride 2 even input (0 top, 1 bottom)", {2, 8, 10, 4}, {3, 3, 4, 8}, {}});
+  c.back().options.padding = Padding::same;
+  c.back().options.strides = {2, 2};
+  c.push_back({"2x2 same stride 1 (0 top, 1 bottom)", {2, 5, 6, 3}, {2, 2, 3, 4}, {}});
+  c.back().options.padding = Padding::same;
+  c.push_back({"7x7 same stride 2 on 224 (2 top, 3 bottom)", {1, 224, 224, 3}, {7, 7, 3, 8}, {}});
+  c.back().options.padding = Padding::same;
+  c.back().options.strides = {2, 2};
+  c.push_back({"7x7 same stride 2 on 32x30 (2 top, 3 bottom)", {2, 32, 30, 3}, {7, 7, 3, 4}, {}});
   c.back().options.padding = Padding::same;
   c.back().options.strides = {2, 2};
   c.push_back({"3x2 valid dilation 2", {1, 11, 10, 3}, {3, 2, 3, 4}, {}, false});
@@ -83,6 +102,38 @@ TEST(GpuConvTest, ForwardAndBackwardMatchTheCpu) {
     for (DType dtype : {DType::float32, DType::float16, DType::bfloat16}) {
       expect_conv_matches(c, dtype);
     }
+  }
+}
+
+TEST(GpuConvTest, BackwardReusesThePaddedInputAndTheKrscFilters) {
+  MIXPREC_REQUIRE_GPU();
+  // 3x3 stride 2 on an even input: one padded input and one KRSC copy per forward; the backward
+  // passes (dx and dw) reuse them instead of rebuilding both.
+  const Tensor x = on_gpu(sample({2, 8, 8, 4}, -1, 1, DType::float16, 13), true);
+  const Tensor w = on_gpu(sample({3, 3, 4, 6}, -1, 1, DType::float16, 14), true);
+  const Tensor b = on_gpu(sample({6}, -1, 1, DType::float16, 15), true);
+  const cuda::ConvCacheStats before = cuda::conv_cache_stats();
+  const Tensor y = conv2d(x, w, b, {.strides = {2, 2}, .padding = Padding::same});
+  const std::vector<Tensor> g = grad(y, {x, w, b}, on_gpu(ones(y.shape(), {.dtype = kFloat16})));
+  const cuda::ConvCacheStats after = cuda::conv_cache_stats();
+  EXPECT_EQ(after.padded_inputs - before.padded_inputs, 1);
+  EXPECT_EQ(after.krsc_filters - before.krsc_filters, 1);
+}
+
+TEST(GpuConvTest, BiasIsAddedBeforeTheOneRounding) {
+  MIXPREC_REQUIRE_GPU();
+  // Near cancellation: sum + bias rounded once (the CPU's float32 composition) differs from
+  // round(round(sum) + bias) by up to half an ulp of the pre-bias sum, about 1e-3 at |sum| 2-4.
+  // 1x1 convolution, one input channel: y = x * w + b exactly computable in float32.
+  for (DType dtype : {DType::float16, DType::bfloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor x = sample({1, 16, 16, 1}, 2.0, 4.0, dtype, 16);
+    const Tensor w = full({1, 1, 1, 1}, 1.0009765625, {.dtype = dtype});  // 1 + 2^-10
+    const Tensor b = full({1}, -3.0, {.dtype = dtype});
+    const Tensor expected =
+        add(conv2d(x.to(kFloat32), w.to(kFloat32)), b.to(kFloat32)).to(dtype);  // rounded once
+    const Tensor y = conv2d(on_gpu(x), on_gpu(w), on_gpu(b));
+    EXPECT_TRUE(matches(y, expected, {0, 0}));
   }
 }
 

@@ -1,5 +1,6 @@
 // Shared helpers of the GPU tests (label gpu). Every test starts with MIXPREC_REQUIRE_GPU(): on a
-// machine without a usable CUDA GPU it reports SKIPPED (ctest shows "Skipped"), never passed.
+// machine without a usable CUDA GPU it reports SKIPPED (ctest shows "Skipped"), never passed, or
+// FAILED where MIXPREC_REQUIRE_GPU=1 says the machine has a GPU.
 // CUDA results are copied back to the host and compared with the CPU backend's results on the same
 // inputs within the DESIGN §4 tolerance of the dtype.
 #pragma once
@@ -14,13 +15,20 @@
 #include "backend/cuda/context.h"
 #include "mixprec/cuda.h"
 #include "mixprec/mixprec.h"
+#include "support/gpu_requirement.h"
 #include "support/gradcheck.h"
 
-#define MIXPREC_REQUIRE_GPU()                                                          \
-  do {                                                                                 \
-    if (::mixprec::cuda::device_count() == 0) {                                        \
-      GTEST_SKIP() << "no CUDA GPU (" << ::mixprec::cuda::unavailable_reason() << ")"; \
-    }                                                                                  \
+// With MIXPREC_REQUIRE_GPU=1 in the environment (support/gpu_requirement.h) a missing GPU fails
+// the test instead.
+#define MIXPREC_REQUIRE_GPU()                                                               \
+  do {                                                                                      \
+    if (::mixprec::cuda::device_count() == 0) {                                             \
+      if (::mixprec::testing::no_gpu_verdict() == ::mixprec::testing::NoGpuVerdict::fail) { \
+        FAIL() << "no CUDA GPU (" << ::mixprec::cuda::unavailable_reason()                  \
+               << ") but MIXPREC_REQUIRE_GPU=1: this machine is meant to have one";         \
+      }                                                                                     \
+      GTEST_SKIP() << "no CUDA GPU (" << ::mixprec::cuda::unavailable_reason() << ")";      \
+    }                                                                                       \
   } while (0)
 
 namespace mixprec::testing {

@@ -117,40 +117,58 @@ TEST(GpuMatmulTest, SixteenBitOperandsCanReturnTheFloat32Accumulator) {
 // Every product is exact and every partial sum is exactly representable in float32, but not in
 // TF32's 10-bit significand: true FP32 gives the exact answer; TF32 (when it is used) rounds the
 // inputs first.
+// x = 1 + 2^-12 needs 13 significand bits: exact in float32 (24), rounded to 1 by TF32 (11). Every
+// partial sum k x = k + k 2^-12 (k <= 256) spans at most 2^7 .. 2^-12, 20 bits: exact in float32
+// whatever the summation order or split, so true FP32 must give 256 + 2^-4 exactly. (1 + 2^-20,
+// the earlier value, does not fit from 17 terms on: 17 x needs 25 bits.)
 TEST(GpuMatmulTest, Float32IsTrueFp32UnlessTf32IsEnabled) {
   MIXPREC_REQUIRE_GPU();
-  const double x = 1.0 + std::ldexp(1.0, -20);  // needs 21 significand bits
+  const double x = 1.0 + std::ldexp(1.0, -12);
   const Tensor a = full({256, 256}, x), b = ones({256, 256});
   const bool initial = cuda::tensor_float_32_execution_enabled();
   cuda::enable_tensor_float_32_execution(false);
   const Tensor exact = on_cpu(cuda::matmul(on_gpu(a), on_gpu(b), Transpose::no, Transpose::no));
-  const double expected = 256.0 * x;  // 256 + 2^-12, exact in float32
+  const double expected = 256.0 * x;  // 256 + 2^-4, exact in float32
   for (float v : exact.to_vector<float>()) ASSERT_EQ(v, expected);
   cuda::enable_tensor_float_32_execution(true);
   const Tensor tf32 = on_cpu(cuda::matmul(on_gpu(a), on_gpu(b), Transpose::no, Transpose::no));
   cuda::enable_tensor_float_32_execution(initial);
-  // TF32 may or may not be chosen by cuBLASLt for this shape; either way within TF32's accuracy.
-  EXPECT_TRUE(all_close(tf32, exact, {1e-3, 1e-3}));
+  // TF32 may or may not be chosen by cuBLASLt for this shape: either the exact value, or the one
+  // of x rounded to TF32 (1, so 256); nothing else.
+  for (float v : tf32.to_vector<float>()) {
+    ASSERT_TRUE(v == expected || v == 256.0f) << v;
+  }
 }
 
-// Seed 004's table, switch = 0: float16 accumulation is observable. 4096 products of 1 x 1: a
-// float32 accumulator reaches 4096, a float16 one stalls where adding 1 no longer changes the sum
-// (2048: float16's spacing there is 2).
+// Seed 004's table, switch = 0: float16 accumulation is observable. K = 4096 products of
+// a = float16(0.1) = 1638 / 16384 and b = 1. With float32 accumulation every partial sum
+// k * 1638 / 16384 is exact, so the result is 409.5 exactly (representable in float16, spacing
+// 0.25 there). A float16 accumulator, however the tensor cores chunk the products (MMAs add 8-16
+// products before rounding to the accumulator), rounds each addition of a non-dyadic chunk sum to
+// float16's spacing (0.125 to 0.25 above 128) with a systematic error of the same sign: the sum
+// ends many ulps away (a sequential one stalls at 256). 4 ulps (1.0) is the least gap asserted.
+// Ones would not do: 4096 exact integers reach 4096 exactly in chunks of 16 (every partial sum a
+// multiple of 16 up to 4096 is a float16 number).
 TEST(GpuMatmulTest, Float16AccumulationIsSixteenBit) {
   MIXPREC_REQUIRE_GPU();
-  const Tensor a = ones({16, 4096}, {.dtype = kFloat16}), b = ones({4096, 16}, {.dtype = kFloat16});
+  const Tensor a = full({16, 4096}, 0.1, {.dtype = kFloat16}),
+               b = ones({4096, 16}, {.dtype = kFloat16});
+  ASSERT_EQ(a.to_vector<float>()[0], 1638.0f / 16384.0f);
   const Tensor f32 = on_cpu(cuda::matmul(on_gpu(a), on_gpu(b), Transpose::no, Transpose::no,
                                          kFloat16, Accumulation::float32));
-  for (float v : f32.to_vector<float>()) ASSERT_EQ(v, 4096.0f);
+  for (float v : f32.to_vector<float>()) ASSERT_EQ(v, 409.5f);
   const Tensor f16 = on_cpu(cuda::matmul(on_gpu(a), on_gpu(b), Transpose::no, Transpose::no,
                                          kFloat16, Accumulation::compute_dtype));
-  for (float v : f16.to_vector<float>()) EXPECT_LT(v, 4096.0f);
+  for (float v : f16.to_vector<float>()) EXPECT_GE(std::fabs(v - 409.5f), 1.0f) << v;
   // bfloat16 has no 16-bit accumulation in cuBLASLt: float32 accumulation, rounded once.
-  const Tensor ab = ones({16, 4096}, {.dtype = kBFloat16}),
+  // bfloat16(0.1) = 205 / 2048: 4096 of them sum exactly in float32 (410) and round once.
+  const Tensor ab = full({16, 4096}, 0.1, {.dtype = kBFloat16}),
                bb = ones({4096, 16}, {.dtype = kBFloat16});
+  const float one_bf = ab.to_vector<float>()[0];
+  const float sum_bf = static_cast<float>(bfloat16(4096.0f * one_bf));
   const Tensor bf = on_cpu(cuda::matmul(on_gpu(ab), on_gpu(bb), Transpose::no, Transpose::no,
                                         kBFloat16, Accumulation::compute_dtype));
-  for (float v : bf.to_vector<float>()) ASSERT_EQ(v, 4096.0f);
+  for (float v : bf.to_vector<float>()) ASSERT_EQ(v, sum_bf);
 }
 
 TEST(GpuMatmulTest, DescriptorsAndHeuristicsAreCachedPerShape) {

@@ -19,7 +19,12 @@ std::vector<OpCase> pool_cases(bool integer_valued) {
   };
   const std::vector<Geometry> geometries = {
       {"2x2 valid", {2, 8, 6, 5}, {}},
-      {"3x3 stride 2 same, odd input", {2, 9, 7, 4}, {{3, 3}, {2, 2}, Padding::same}},
+      {"3x3 stride 2 same, odd input (1 and 1)", {2, 9, 7, 4}, {{3, 3}, {2, 2}, Padding::same}},
+      // TensorFlow's asymmetric `same` (the odd padding row/column at the bottom/right): the
+      // windows of the last row/column hang over the input and average over fewer elements.
+      {"3x3 stride 2 same, even input (0 and 1)", {2, 8, 10, 4}, {{3, 3}, {2, 2}, Padding::same}},
+      {"2x2 stride 1 same (0 and 1)", {2, 5, 6, 3}, {{2, 2}, {1, 1}, Padding::same}},
+      {"7x7 stride 2 same on 224 (2 and 3)", {1, 224, 224, 2}, {{7, 7}, {2, 2}, Padding::same}},
       {"3x3 stride 1 same (overlapping)", {1, 6, 7, 3}, {{3, 3}, {1, 1}, Padding::same}},
       {"2x3 stride (1, 2) valid", {3, 5, 9, 2}, {{2, 3}, {1, 2}, Padding::valid}},
   };
@@ -55,6 +60,16 @@ TEST(GpuPoolingTest, GlobalAveragePoolingMatchesTheCpu) {
                  [](const std::vector<Tensor>& x) { return global_avg_pool2d(x[0]); },
                  {{{3, 7, 5, 6}}}};
   for (DType dtype : float_dtypes()) expect_same_on_gpu(c, dtype);
+  // The coalesced middle-axis reduction (N, H*W, C): channels past one 32-wide tile, and a long
+  // H*W that splits across blocks (partials combined by the finishing pass).
+  const OpCase wide{"global_avg_pool2d wide",
+                    [](const std::vector<Tensor>& x) { return global_avg_pool2d(x[0]); },
+                    {{{2, 56, 56, 72}}}};
+  for (DType dtype : float_dtypes()) expect_same_on_gpu(wide, dtype);
+  const OpCase one{"global_avg_pool2d batch 1",
+                   [](const std::vector<Tensor>& x) { return global_avg_pool2d(x[0]); },
+                   {{{1, 7, 7, 1280}}}};
+  for (DType dtype : float_dtypes()) expect_same_on_gpu(one, dtype);
 }
 
 TEST(GpuPoolingTest, ErrorsNameTheProblem) {

@@ -113,6 +113,11 @@ TEST_P(TrainingParity, CudaAccuracyMatchesTheCpuWithinHalfAPoint) {
   const Outcome gpu = train_and_test(kGpu, GetParam());
   EXPECT_GT(cpu.accuracy, 0.9) << "the CPU run did not learn the rule";
   EXPECT_GT(gpu.accuracy, 0.9) << "the CUDA run did not learn the rule";
+  // 0.5 points of 4096 test samples: 20 samples. A guess to confirm on the first GPU run
+  // (tests/gpu/TOLERANCES.md): the two backends' float32 sums differ in order (cuBLASLt vs
+  // oneDNN), so the weights drift apart over the steps and samples near a decision boundary may
+  // flip; under mixed_float16 the 16-bit roundings add to that. If the measured gap is larger but
+  // both runs learn (> 90%), widen this with the measurement, do not tune the training.
   EXPECT_NEAR(gpu.accuracy, cpu.accuracy, 0.005)
       << GetParam() << ": CPU " << cpu.accuracy << ", CUDA " << gpu.accuracy;
   // The loss still moves at the end (CPU float32 0.216, mixed_float16 0.205): 10%.

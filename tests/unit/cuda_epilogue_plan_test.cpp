@@ -121,6 +121,27 @@ TEST(CudaEpiloguePlan, BiasGradientRidesOnTheKernelGradient) {
   EXPECT_EQ(bias_grad_route(KernelGrad::not_needed, BiasGrad::not_needed), BiasGradRoute::none);
 }
 
+TEST(CudaEpiloguePlan, FrozenKernelBiasGradientSumsInFloat32) {
+  // 4096 rows of a float16 dz of 64 (a gradient scaled by 32768) sum to 262144: inf in float16,
+  // exact in float32. The row reduction widens 16-bit dz first; float32 and float64 stay.
+  using ops::detail::row_reduction_dtype;
+  EXPECT_EQ(row_reduction_dtype(DType::float16), DType::float32);
+  EXPECT_EQ(row_reduction_dtype(DType::bfloat16), DType::float32);
+  EXPECT_EQ(row_reduction_dtype(DType::float32), DType::float32);
+  EXPECT_EQ(row_reduction_dtype(DType::float64), DType::float64);
+}
+
+TEST(CudaEpiloguePlan, UnfusedFallbackRoundsOnce) {
+  // The fallback keeps the product, bias and activation in float32 and rounds once to a 16-bit
+  // output, as the fused epilogue and the CPU composition do.
+  using cuda::detail::unfused_epilogue_dtype;
+  EXPECT_EQ(unfused_epilogue_dtype(DType::float16, DType::float16), DType::float32);
+  EXPECT_EQ(unfused_epilogue_dtype(DType::bfloat16, DType::bfloat16), DType::float32);
+  EXPECT_EQ(unfused_epilogue_dtype(DType::float16, DType::float32), DType::float32);
+  EXPECT_EQ(unfused_epilogue_dtype(DType::float32, DType::float32), DType::float32);
+  EXPECT_EQ(unfused_epilogue_dtype(DType::float64, DType::float64), DType::float64);
+}
+
 TEST(CudaEpiloguePlan, CublasLtEnumValues) {
   using cuda::detail::cublaslt_epilogue;
   EXPECT_EQ(cublaslt_epilogue(Epilogue::none), CUBLASLT_EPILOGUE_DEFAULT);

@@ -131,5 +131,48 @@ TEST(ReaderMutationTest, CifarBinary) {
   });
 }
 
+// The model config reader (model_from_json) and the compile-settings reader: every mutation of a
+// valid config either builds a model or is refused with a mixprec::Error. The limits are tight
+// so that a mutated extent cannot make a mutation build a large model (the reader's own refusal
+// of huge ones is model_config_errors_test's subject); the whole run is bounded in time.
+TEST(ReaderMutationTest, ModelConfig) {
+  clear_session();
+  auto in = Input({6, 6, 2}, {.name = "in"});
+  auto x = layers::ZeroPadding2D(1, {.name = "pad"})(in);
+  x = layers::Conv2D(3, 3, {.padding = "same", .activation = "relu", .name = "conv"})(x);
+  x = layers::BatchNormalization({.name = "bn"})(x);
+  auto a = layers::DepthwiseConv2D(3, {.padding = "same", .name = "dw"})(x);
+  x = layers::Add({.name = "add"})({a, x});
+  x = layers::Concatenate({.name = "cat"})({x, a});
+  x = layers::MaxPooling2D(2, {.name = "pool"})(x);
+  x = layers::Resizing(3, 3, {.name = "resize"})(x);
+  x = layers::Flatten({.name = "flat"})(x);
+  x = layers::Dense(4, {.activation = "tanh", .name = "dense"})(x);
+  x = layers::Dropout(0.2, {.seed = 3, .name = "drop"})(x);
+  x = layers::Reshape({2, 2}, {.name = "reshape"})(x);
+  x = layers::Flatten({.name = "flat2"})(x);
+  auto out = layers::Activation("softmax", {.dtype = "float32", .name = "probs"})(x);
+  Model model(in, out, {.name = "m"});
+  const std::string seed = model.to_json();
+  const ModelConfigLimits limits{.max_params = 100000, .max_extent = 4096};
+  ASSERT_EQ(model_from_json(seed, limits).to_json(), seed);
+  const auto start = std::chrono::steady_clock::now();
+  const int loaded = mutate_and_read(
+      seed, 4000, 6, [&](const std::string& b) { (void)model_from_json(b, limits); });
+  EXPECT_LT(loaded, 4000) << "the mutations must break some configs";
+  EXPECT_GT(loaded, 0) << "some mutations (in names, values) still describe a model";
+
+  model.compile(
+      {.optimizer = mixed_precision::LossScaleOptimizer(optimizers::Adam(
+           {.learning_rate = optimizers::schedules::ExponentialDecay{0.01, 10, 0.9, false}})),
+       .loss = losses::CategoricalCrossentropy({.from_logits = true}),
+       .metrics = {"accuracy", metrics::BinaryAccuracy({.threshold = 0.3})}});
+  const std::string compile_seed = compile_config_to_json(model);
+  (void)compile_options_from_json(compile_seed);
+  mutate_and_read(compile_seed, 2000, 7,
+                  [&](const std::string& b) { (void)compile_options_from_json(b); });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
 }  // namespace
 }  // namespace mixprec

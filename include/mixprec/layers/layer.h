@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -122,6 +123,12 @@ class LayerImpl {
   // A generator the layer owns and draws from while training (a seeded Dropout), or null when it
   // draws from default_generator() or not at all; checkpoints save and restore its state.
   virtual Generator* own_generator() { return nullptr; }
+  // Keras get_config(): every option the layer was constructed with, as a JSON object that starts
+  // with base_config() ("name", "trainable", "dtype") and adds the class's own options under their
+  // Keras names ("units", "activation", "kernel_initializer", ...); with class_name() it is enough
+  // to build an equal layer (mixprec::model_from_json, include/mixprec/models/model_config.h).
+  // The base throws ValueError: a custom layer class that does not override it cannot be saved.
+  virtual nlohmann::json get_config() const;
 
  protected:
   // Creates a variable "<layer>/<name>" in the variable dtype (or `dtype` when given: Keras'
@@ -135,6 +142,8 @@ class LayerImpl {
   // A variable as the computation uses it: cast to the compute dtype (differentiable; the
   // gradient is cast back, so it reaches the variable in the variable dtype).
   Tensor read(const Tensor& variable) const { return variable.to(compute_dtype()); }
+  // {"name": ..., "trainable": ..., "dtype": <the policy's name>}.
+  nlohmann::json base_config() const;
   // For layers whose policy is not a user choice (InputLayer: its dtype).
   void set_policy(const mixed_precision::Policy& policy) { policy_ = policy; }
   // For layers built outside a call (a functional Model is built by its constructor).

@@ -123,6 +123,14 @@ class Model : public layers::Layer {
   // naming the variable for a mismatch).
   void load_weights(const std::filesystem::path& path);
 
+  // ---- the architecture as JSON (src/models/model_config.cpp; read it back with
+  // mixprec::model_from_json, include/mixprec/models/model_config.h) ----
+  // Keras's model.to_json(): {"class_name": "Functional" | "Sequential", "config": {...}} with
+  // every layer's class, options and dtype policy, and for a functional model the graph (each
+  // layer's inbound nodes, the input and output layers). No weights. ValueError for a model that
+  // holds something a config cannot describe (a custom Layer class, a custom initializer).
+  std::string to_json() const;
+
   // ---- saving the whole model (src/io/model_saving.cpp; load it with mixprec::load_model,
   // include/mixprec/models/saving.h) ----
   // Writes `dir` (created, or replaced as a whole): the architecture and compile settings as JSON

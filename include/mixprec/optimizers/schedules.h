@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <utility>
+#include <variant>
 
 namespace mixprec::optimizers {
 
@@ -58,6 +59,11 @@ class LearningRate {
   requires(!std::convertible_to<S, double> && !std::same_as<S, LearningRate>) LearningRate(
       S schedule)  // NOLINT: implicit, so that {.learning_rate = ExponentialDecay{...}}
       : schedule_(std::move(schedule)), constant_(false) {
+    if constexpr (std::same_as<S, schedules::ConstantSchedule> ||
+                  std::same_as<S, schedules::ExponentialDecay> ||
+                  std::same_as<S, schedules::CosineDecay>) {
+      config_ = schedule;
+    }
     (void)(*this)(0);
   }
 
@@ -65,10 +71,16 @@ class LearningRate {
   // schedule returns a negative or non-finite value.
   double operator()(std::int64_t step) const;
   bool is_constant() const { return constant_; }
+  // Keras get_config(): the constant, or the built-in schedule this rate was made from;
+  // std::monostate for a custom schedule (a function, which a saved config cannot describe).
+  using Config = std::variant<std::monostate, double, schedules::ConstantSchedule,
+                              schedules::ExponentialDecay, schedules::CosineDecay>;
+  const Config& get_config() const { return config_; }
 
  private:
   std::function<double(std::int64_t)> schedule_;
   bool constant_ = true;
+  Config config_;
 };
 
 }  // namespace mixprec::optimizers

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "backend/cuda/allocator.h"
+#include "backend/cuda/binary.h"
+#include "backend/cuda/cast.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
 #include "core/tensor_impl.h"
@@ -85,6 +87,42 @@ ConvPlanKey make_plan_key(int device, ConvPass pass, const ConvGeometry& g, DTyp
   return k;
 }
 
+Refusal refusal_rule(ConvPass pass) {
+  return pass == ConvPass::forward_bias ? Refusal::not_supported_or_bad_param
+                                        : Refusal::not_supported;
+}
+
+WhenExhausted when_exhausted(const ConvPlanKey& key) {
+  if (key.pass == ConvPass::forward_bias) return WhenExhausted::float32_output;
+  if (key.compute == ConvCompute::float16) return WhenExhausted::accumulate_in_float32;
+  return WhenExhausted::fail;
+}
+
+ConvPlanKey fallback_key(const ConvPlanKey& key) {
+  ConvPlanKey k = key;
+  switch (when_exhausted(key)) {
+    case WhenExhausted::accumulate_in_float32: k.compute = ConvCompute::float32; break;
+    case WhenExhausted::float32_output:
+      // float16/bfloat16 values widen exactly to float32, and their products are exact in TF32
+      // (11 significant bits each, 22 in the product): tensor-core math loses nothing here.
+      k.pass = ConvPass::forward;
+      k.dtype = DType::float32;
+      k.compute = ConvCompute::float32;
+      k.math = ConvMath::tensor_op;
+      break;
+    case WhenExhausted::fail: break;
+  }
+  return k;
+}
+
+ConvBias conv_bias(DType dtype, Accumulation accumulation, bool has_bias) {
+  if (!has_bias) return ConvBias::none;
+  if (is_16bit_float(dtype) && conv_compute(dtype, accumulation) == ConvCompute::float32) {
+    return ConvBias::fused;
+  }
+  return ConvBias::after;
+}
+
 }  // namespace detail
 
 namespace {
@@ -140,6 +178,10 @@ void check_int_range(const Shape& shape) {
 Tensor cudnn_input(const Tensor& x, const detail::CudnnPadding& p) {
   const Tensor xc = contiguous(x.detach());
   if (p.extra_bottom == 0 && p.extra_right == 0) return xc;
+  {
+    std::lock_guard<std::mutex> s(stats_mutex());
+    stats().padded_inputs += 1;
+  }
   Tensor padded =
       full(Shape{x.dim(0), x.dim(1) + p.extra_bottom, x.dim(2) + p.extra_right, x.dim(3)}, 0.0,
            x.dtype(), x.device());
@@ -152,7 +194,13 @@ Tensor cudnn_input(const Tensor& x, const detail::CudnnPadding& p) {
 // outermost. HWIO -> KRSC is the permutation (3, 0, 1, 2), copied contiguous here (a transpose of
 // KH * KW * Cin/G * Cout elements: tiny next to the convolution); the filter gradient comes back
 // in KRSC and goes home with the inverse permutation (1, 2, 3, 0).
-Tensor to_krsc(const Tensor& hwio) { return contiguous(hwio.detach().permute({3, 0, 1, 2})); }
+Tensor to_krsc(const Tensor& hwio) {
+  {
+    std::lock_guard<std::mutex> s(stats_mutex());
+    stats().krsc_filters += 1;
+  }
+  return contiguous(hwio.detach().permute({3, 0, 1, 2}));
+}
 Tensor to_hwio(const Tensor& krsc) { return contiguous(krsc.permute({1, 2, 3, 0})); }
 
 bool tf32_allowed() { return tensor_float_32_execution_enabled(); }
@@ -180,15 +228,25 @@ cudnnDataType_t compute_type(detail::ConvCompute c) {
 
 int as_int(std::int64_t v) { return static_cast<int>(v); }
 
-// Descriptors and the chosen algorithm of one key; created once, never destroyed (the cache lives
-// for the process, like the cuBLASLt plans of matmul.cpp).
+// One acceptable algorithm of a key, with the math type it was ranked under and its workspace.
+struct Candidate {
+  int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t of the key's pass
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  std::size_t workspace = 0;
+};
+
+// Descriptors and the acceptable algorithms of one key, best first; created once, never destroyed
+// (the cache lives for the process, like the cuBLASLt plans of matmul.cpp). `first` is the first
+// candidate cuDNN has not refused at execution.
 struct Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  int algo = 0;  // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t of the key's pass
-  std::size_t workspace = 0;
-  bool found = false;  // false: no algorithm fits; the call throws
+  cudnnTensorDescriptor_t bias = nullptr;            // forward_bias: (1, Cout, 1, 1)
+  cudnnActivationDescriptor_t activation = nullptr;  // forward_bias: identity
+  std::vector<Candidate> candidates;
+  int first = 0;
+  bool usable() const { return first < static_cast<int>(candidates.size()); }
 };
 
 // Device buffers of the first call, for the timed search (benchmark mode).
@@ -218,9 +276,9 @@ bool math_ok(cudnnMathType_t m, detail::ConvMath rule) {
   return !(rule == detail::ConvMath::fma && m == CUDNN_TENSOR_OP_MATH);
 }
 
-// The first acceptable result (cuDNN sorts them best first); sets the descriptor's math type to
-// the one the result was measured/ranked with (FMA where the key demands it) and re-reads the
-// workspace under it.
+// Every acceptable result, in cuDNN's order (best first): never a down-conversion, no tensor cores
+// where the key says fma, within the workspace limit re-read under the math type the result was
+// ranked with (FMA where the key demands it).
 template <typename Perf, typename WorkspaceOf>
 void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key, Plan& p,
             WorkspaceOf&& workspace_of) {
@@ -234,10 +292,7 @@ void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key,
     if (!workspace_of(static_cast<int>(r.algo), bytes) || bytes > detail::kMaxConvWorkspace) {
       continue;
     }
-    p.algo = static_cast<int>(r.algo);
-    p.workspace = bytes;
-    p.found = true;
-    return;
+    p.candidates.push_back(Candidate{static_cast<int>(r.algo), m, bytes});
   }
 }
 
@@ -301,7 +356,25 @@ Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffer
   };
   try {
     int max_count = 0, returned = 0;
-    if (k.pass == ConvPass::forward) {
+    if (k.pass == ConvPass::forward_bias) {
+      // cudnnConvolutionBiasActivationForward runs the identity activation with
+      // IMPLICIT_PRECOMP_GEMM only (cuDNN's documentation): one candidate.
+      check_cudnn(cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor(bias)");
+      check_cudnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NHWC, dt, 1, c, 1, 1),
+                  "cudnnSetTensor4dDescriptor(bias)");
+      check_cudnn(cudnnCreateActivationDescriptor(&p.activation),
+                  "cudnnCreateActivationDescriptor");
+      check_cudnn(cudnnSetActivationDescriptor(p.activation, CUDNN_ACTIVATION_IDENTITY,
+                                               CUDNN_PROPAGATE_NAN, 0.0),
+                  "cudnnSetActivationDescriptor");
+      const auto algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+      std::size_t bytes = 0;
+      if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, algo, &bytes) ==
+              CUDNN_STATUS_SUCCESS &&
+          bytes <= detail::kMaxConvWorkspace) {
+        p.candidates.push_back(Candidate{static_cast<int>(algo), math_of(k.math), bytes});
+      }
+    } else if (k.pass == ConvPass::forward) {
       check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count), "MaxCount");
       std::vector<cudnnConvolutionFwdAlgoPerf_t> r(static_cast<std::size_t>(max_count));
       check_cudnn(timed ? cudnnFindConvolutionForwardAlgorithmEx(
@@ -372,6 +445,7 @@ const char* pass_name(ConvPass pass) {
     case ConvPass::forward: return "forward";
     case ConvPass::backward_data: return "backward-data";
     case ConvPass::backward_filters: return "backward-filter";
+    case ConvPass::forward_bias: return "forward (bias fused)";
   }
   return "";
 }
@@ -389,84 +463,119 @@ Plan plan_for(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const
   return it->second;
 }
 
-// Forgets the algorithm of `key`: a later plan_for finds it not found (used when cuDNN refuses to
-// run what its heuristic offered).
-void mark_unsupported(const ConvPlanKey& key) {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  auto it = c.plans.find(key);
-  if (it != c.plans.end()) it->second.found = false;
+// Records that cuDNN refused the candidates of `key` before `next` at execution: later calls
+// start at `next` (and go straight to the fallback when none is left).
+void mark_refused(const ConvPlanKey& key, int next, int refused) {
+  {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mutex);
+    auto it = c.plans.find(key);
+    if (it != c.plans.end() && it->second.first < next) it->second.first = next;
+  }
+  std::lock_guard<std::mutex> s(stats_mutex());
+  stats().refusals += refused;
 }
 
-// Runs one planned pass; returns cuDNN's status.
-cudnnStatus_t execute(const Plan& plan, const ConvPlanKey& key, Device device, cudnnHandle_t handle,
-                      const void* x, const void* w, const void* y) {
+// Device pointers of one pass: the padded input (dx for backward data), the KRSC filters (dw for
+// backward filters), the output (dy for the backward passes) and the bias (forward_bias).
+struct Operands {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const void* y = nullptr;
+  const void* bias = nullptr;
+};
+
+// Runs one candidate of a planned pass; returns cuDNN's status.
+cudnnStatus_t execute(const Plan& plan, const Candidate& cand, const ConvPlanKey& key,
+                      Device device, cudnnHandle_t handle, const Operands& o) {
   // alpha = 1, beta = 0: float for every data type but double (cuDNN's scaling-parameter rule).
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   const bool dbl = key.dtype == DType::float64;
   const void* one = dbl ? static_cast<const void*>(&one_d) : static_cast<const void*>(&one_f);
   const void* zero = dbl ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
-  void* workspace = plan.workspace > 0 ? allocate(device, plan.workspace) : nullptr;
-  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  // The descriptor is shared by the key's candidates: set the one this candidate was ranked with.
+  cudnnStatus_t status = cudnnSetConvolutionMathType(plan.conv, cand.math);
+  if (status != CUDNN_STATUS_SUCCESS) return status;
+  void* workspace = cand.workspace > 0 ? allocate(device, cand.workspace) : nullptr;
+  void* x = const_cast<void*>(o.x);
+  void* w = const_cast<void*>(o.w);
+  void* y = const_cast<void*>(o.y);
   switch (key.pass) {
     case ConvPass::forward:
       status = cudnnConvolutionForward(handle, one, plan.x, x, plan.w, w, plan.conv,
-                                       static_cast<cudnnConvolutionFwdAlgo_t>(plan.algo), workspace,
-                                       plan.workspace, zero, plan.y, const_cast<void*>(y));
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(cand.algo), workspace,
+                                       cand.workspace, zero, plan.y, y);
+      break;
+    case ConvPass::forward_bias:
+      // y = identity(1 * conv(x) + 0 * z + bias), the sum formed in the float32 compute type and
+      // rounded once to y's type; z aliases y (alpha2 = 0: not read for its value).
+      status = cudnnConvolutionBiasActivationForward(
+          handle, one, plan.x, x, plan.w, w, plan.conv,
+          static_cast<cudnnConvolutionFwdAlgo_t>(cand.algo), workspace, cand.workspace, zero,
+          plan.y, y, plan.bias, o.bias, plan.activation, plan.y, y);
       break;
     case ConvPass::backward_data:
       status = cudnnConvolutionBackwardData(handle, one, plan.w, w, plan.y, y, plan.conv,
-                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo),
-                                            workspace, plan.workspace, zero, plan.x,
-                                            const_cast<void*>(x));
+                                            static_cast<cudnnConvolutionBwdDataAlgo_t>(cand.algo),
+                                            workspace, cand.workspace, zero, plan.x, x);
       break;
     case ConvPass::backward_filters:
-      status = cudnnConvolutionBackwardFilter(
-          handle, one, plan.x, x, plan.y, y, plan.conv,
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace, plan.workspace, zero,
-          plan.w, const_cast<void*>(w));
+      status =
+          cudnnConvolutionBackwardFilter(handle, one, plan.x, x, plan.y, y, plan.conv,
+                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(cand.algo),
+                                         workspace, cand.workspace, zero, plan.w, w);
       break;
   }
   // Stream-ordered: the next user of the workspace block on this stream runs after the call.
-  if (workspace != nullptr) deallocate(device, workspace, plan.workspace);
+  if (workspace != nullptr) deallocate(device, workspace, cand.workspace);
   return status;
 }
 
-// Runs one pass: `x`, `w`, `y` are the device pointers of the padded input (dx for backward
-// data), the KRSC filters (dw for backward filters) and the output (dy for the backward passes).
-void run(ConvPlanKey key, Device device, cudnnHandle_t handle, const void* x, const void* w,
-         const void* y) {
-  Plan plan = plan_for(key, device, handle, Buffers{x, w, y});
-  if (plan.found && key.compute == detail::ConvCompute::float16) {
-    const cudnnStatus_t status = execute(plan, key, device, handle, x, w, y);
-    if (status != CUDNN_STATUS_NOT_SUPPORTED) {
-      check_cudnn(status, std::string("cuDNN convolution ") + pass_name(key.pass));
-      return;
-    }
-    // The heuristic offered a TRUE_HALF algorithm the call then refused: remember that, so
-    // later steps go straight to the float32-accumulating plan below.
-    mark_unsupported(key);
-    plan.found = false;
-  }
-  if (!plan.found && key.compute == detail::ConvCompute::float16) {
+[[noreturn]] void throw_no_algorithm(const ConvPlanKey& key) {
+  throw DeviceError(std::string("conv2d on CUDA: cuDNN offers no ") + pass_name(key.pass) +
+                    " algorithm for " + std::string(dtype_name(key.dtype)) + " input (" +
+                    std::to_string(key.batch) + ", " + std::to_string(key.in_h) + ", " +
+                    std::to_string(key.in_w) + ", " + std::to_string(key.in_channels) + ") with " +
+                    std::to_string(key.out_channels) + " filters of " +
+                    std::to_string(key.kernel_h) + "x" + std::to_string(key.kernel_w) +
+                    " within a " + format_bytes(detail::kMaxConvWorkspace) +
+                    " workspace that it does not refuse; run this layer on the CPU or change its "
+                    "shape");
+}
+
+// Runs `key`'s candidates until one is not refused (detail::run_candidates). Returns false when
+// every candidate is refused or none was offered (the caller's fallback, detail::when_exhausted);
+// a status outside the NOT_SUPPORTED category throws.
+bool try_key(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const Operands& o) {
+  const Plan plan = plan_for(key, device, handle, Buffers{o.x, o.w, o.y});
+  if (!plan.usable()) return false;
+  const detail::CandidateRun r = detail::run_candidates(
+      static_cast<int>(plan.candidates.size()), plan.first,
+      [&](int i) {
+        return static_cast<int>(
+            execute(plan, plan.candidates[static_cast<std::size_t>(i)], key, device, handle, o));
+      },
+      detail::refusal_rule(key.pass));
+  if (r.refused > 0) mark_refused(key, r.next, r.refused);
+  if (r.ran < 0) return false;
+  check_cudnn(static_cast<cudnnStatus_t>(r.status),
+              std::string("cuDNN convolution ") + pass_name(key.pass));
+  return true;
+}
+
+// Runs one pass without a bias (forward, backward data, backward filters): the key, else its
+// float32-accumulating fallback for a 16-bit-accumulating key, else DeviceError.
+void run(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const Operands& o) {
+  if (try_key(key, device, handle, o)) return;
+  if (detail::when_exhausted(key) == detail::WhenExhausted::accumulate_in_float32) {
     // cuDNN's float16-accumulating (TRUE_HALF) configuration has few NHWC kernels; where it has
     // none for a shape, accumulate in float32 instead (as bfloat16 always does) rather than fail.
-    key.compute = detail::ConvCompute::float32;
-    plan = plan_for(key, device, handle, Buffers{x, w, y});
+    const ConvPlanKey wide = detail::fallback_key(key);
+    if (try_key(wide, device, handle, o)) return;
+    throw_no_algorithm(wide);
   }
-  if (!plan.found) {
-    throw DeviceError(std::string("conv2d on CUDA: cuDNN offers no ") + pass_name(key.pass) +
-                      " algorithm for " + std::string(dtype_name(key.dtype)) + " input (" +
-                      std::to_string(key.batch) + ", " + std::to_string(key.in_h) + ", " +
-                      std::to_string(key.in_w) + ", " + std::to_string(key.in_channels) +
-                      ") with " + std::to_string(key.out_channels) + " filters of " +
-                      std::to_string(key.kernel_h) + "x" + std::to_string(key.kernel_w) +
-                      " within a " + format_bytes(detail::kMaxConvWorkspace) +
-                      " workspace; run this layer on the CPU or change its shape");
-  }
-  check_cudnn(execute(plan, key, device, handle, x, w, y),
-              std::string("cuDNN convolution ") + pass_name(key.pass));
+  throw_no_algorithm(key);
 }
 
 // True when the convolution has no products to sum (an empty reduction): the caller fills zeros.
@@ -474,84 +583,137 @@ bool no_products(const ConvGeometry& g) {
   return g.batch == 0 || g.in_channels == 0 || g.out_channels == 0 || g.out_h == 0 || g.out_w == 0;
 }
 
+Shape padded_x_shape(const ConvGeometry& g) {
+  const detail::CudnnPadding pad = detail::cudnn_padding(g);
+  return Shape{g.batch, g.in_h + pad.extra_bottom, g.in_w + pad.extra_right, g.in_channels};
+}
+Shape krsc_shape(const ConvGeometry& g) {
+  return Shape{g.out_channels, g.kernel_h, g.kernel_w, g.in_per_group()};
+}
+
+// A prepared operand handed back by the op layer: contiguous, of the expected shape, dtype and
+// device (else an internal error).
+void check_prepared(const char* what, const Tensor& t, const Shape& expected, DType dtype,
+                    Device device) {
+  check_operand(what, t, expected, dtype, device);
+  if (!t.is_contiguous()) {
+    throw Error(std::string("cuda::conv2d: the prepared ") + what + " must be contiguous");
+  }
+}
+
+// The float32-output path of a biased 16-bit forward: the padded input and the KRSC filters
+// widened to float32 (exact), convolved in float32 (TF32 tensor cores are exact on these values),
+// the bias added in float32, rounded once to the data type.
+Tensor forward_bias_in_float32(const Tensor& xin, const Tensor& w, const Tensor& bias,
+                               const ConvGeometry& g, const ConvPlanKey& key, Device device,
+                               cudnnHandle_t handle) {
+  const ConvPlanKey wide_key = detail::fallback_key(key);
+  const Tensor x32 = cuda::cast(xin, DType::float32);
+  const Tensor w32 = cuda::cast(w, DType::float32);
+  Tensor y32 = core::make_tensor(y_shape(g), DType::float32, device);
+  run(wide_key, device, handle, Operands{x32.data_ptr(), w32.data_ptr(), y32.data_ptr()});
+  y32 = cuda::binary(BinaryOp::add, y32, cuda::cast(bias.detach(), DType::float32));
+  {
+    std::lock_guard<std::mutex> s(stats_mutex());
+    stats().float32_bias_paths += 1;
+  }
+  return cuda::cast(y32, key.dtype);
+}
+
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& x, const Tensor& filters, const Tensor& bias,
-                      const ConvGeometry& g, Accumulation accumulation) {
+                      const ConvGeometry& g, Accumulation accumulation, ConvPrepared* prepared) {
   const DType dtype = x.dtype();
   const Device device = x.device();
   check_operand("x", x, x_shape(g), dtype, device);
   check_operand("filters", filters, filters_shape(g), dtype, device);
   if (bias.defined()) check_operand("bias", bias, Shape{g.out_channels}, dtype, device);
+  const detail::ConvBias bias_route = detail::conv_bias(dtype, accumulation, bias.defined());
   Tensor y;
   if (no_products(g)) {
     y = full(y_shape(g), 0.0, dtype, device);
   } else {
     const detail::CudnnPadding pad = detail::cudnn_padding(g);
-    check_int_range(
-        Shape{g.batch, g.in_h + pad.extra_bottom, g.in_w + pad.extra_right, g.in_channels});
+    check_int_range(padded_x_shape(g));
     check_int_range(y_shape(g));
     StreamScope scope(device);
     const cudnnHandle_t handle = cudnn_handle(scope.index());
     const Tensor xin = cudnn_input(x, pad);
     const Tensor w = to_krsc(filters);
+    if (prepared != nullptr) *prepared = ConvPrepared{xin, w};
+    if (bias_route == detail::ConvBias::fused) {
+      const ConvPlanKey key = detail::make_plan_key(scope.index(), ConvPass::forward_bias, g, dtype,
+                                                    accumulation, tf32_allowed());
+      y = core::make_tensor(y_shape(g), dtype, device);
+      const Tensor b = contiguous(bias.detach());
+      if (try_key(key, device, handle,
+                  Operands{xin.data_ptr(), w.data_ptr(), y.data_ptr(), b.data_ptr()})) {
+        return y;
+      }
+      return forward_bias_in_float32(xin, w, b, g, key, device, handle);
+    }
     y = core::make_tensor(y_shape(g), dtype, device);
     run(detail::make_plan_key(scope.index(), ConvPass::forward, g, dtype, accumulation,
                               tf32_allowed()),
-        device, handle, xin.data_ptr(), w.data_ptr(), y.data_ptr());
+        device, handle, Operands{xin.data_ptr(), w.data_ptr(), y.data_ptr()});
   }
-  // The bias is a separate broadcast add: a 16-bit result is rounded once by cuDNN and once more
-  // after the add (the CPU rounds sum + bias once), within the 16-bit tolerances.
-  // cudnnConvolutionBiasActivationForward would fuse it, but only with IMPLICIT_PRECOMP_GEMM for
-  // the identity activation, which would override the heuristic's choice.
+  // float32 / float64 (one rounding either way) and 16-bit accumulation: a separate broadcast
+  // add. A 16-bit result with float32 accumulation never gets here (ConvBias::fused).
   if (bias.defined() && y.numel() > 0) y = add(y, bias.detach());
   return y;
 }
 
 Tensor conv2d_backward_data(const Tensor& dy, const Tensor& filters, const ConvGeometry& g,
-                            Accumulation accumulation) {
+                            Accumulation accumulation, const Tensor& krsc) {
   const DType dtype = dy.dtype();
   const Device device = dy.device();
   check_operand("dy", dy, y_shape(g), dtype, device);
-  check_operand("filters", filters, filters_shape(g), dtype, device);
+  if (krsc.defined()) {
+    check_prepared("KRSC filters", krsc, krsc_shape(g), dtype, device);
+  } else {
+    check_operand("filters", filters, filters_shape(g), dtype, device);
+  }
   if (no_products(g)) return full(x_shape(g), 0.0, dtype, device);
   const detail::CudnnPadding pad = detail::cudnn_padding(g);
-  const Shape padded{g.batch, g.in_h + pad.extra_bottom, g.in_w + pad.extra_right, g.in_channels};
+  const Shape padded = padded_x_shape(g);
   check_int_range(padded);
   check_int_range(y_shape(g));
   StreamScope scope(device);
   const cudnnHandle_t handle = cudnn_handle(scope.index());
   const Tensor dyc = contiguous(dy.detach());
-  const Tensor w = to_krsc(filters);
+  const Tensor w = krsc.defined() ? krsc : to_krsc(filters);
   Tensor dx = core::make_tensor(padded, dtype, device);
   run(detail::make_plan_key(scope.index(), ConvPass::backward_data, g, dtype, accumulation,
                             tf32_allowed()),
-      device, handle, dx.data_ptr(), w.data_ptr(), dyc.data_ptr());
+      device, handle, Operands{dx.data_ptr(), w.data_ptr(), dyc.data_ptr()});
   if (pad.extra_bottom == 0 && pad.extra_right == 0) return dx;
   // The explicitly padded rows/columns are not inputs: their gradient is dropped.
   return contiguous(dx.slice(1, 0, g.in_h).slice(2, 0, g.in_w));
 }
 
 Tensor conv2d_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeometry& g,
-                               Accumulation accumulation) {
-  const DType dtype = x.dtype();
-  const Device device = x.device();
-  check_operand("x", x, x_shape(g), dtype, device);
+                               Accumulation accumulation, const Tensor& prepared_input) {
+  const DType dtype = dy.dtype();
+  const Device device = dy.device();
+  if (prepared_input.defined()) {
+    check_prepared("padded input", prepared_input, padded_x_shape(g), dtype, device);
+  } else {
+    check_operand("x", x, x_shape(g), dtype, device);
+  }
   check_operand("dy", dy, y_shape(g), dtype, device);
   if (no_products(g)) return full(filters_shape(g), 0.0, dtype, device);
   const detail::CudnnPadding pad = detail::cudnn_padding(g);
-  check_int_range(
-      Shape{g.batch, g.in_h + pad.extra_bottom, g.in_w + pad.extra_right, g.in_channels});
+  check_int_range(padded_x_shape(g));
   check_int_range(y_shape(g));
   StreamScope scope(device);
   const cudnnHandle_t handle = cudnn_handle(scope.index());
-  const Tensor xin = cudnn_input(x, pad);
+  const Tensor xin = prepared_input.defined() ? prepared_input : cudnn_input(x, pad);
   const Tensor dyc = contiguous(dy.detach());
-  Tensor dw = core::make_tensor(Shape{g.out_channels, g.kernel_h, g.kernel_w, g.in_per_group()},
-                                dtype, device);
+  Tensor dw = core::make_tensor(krsc_shape(g), dtype, device);
   run(detail::make_plan_key(scope.index(), ConvPass::backward_filters, g, dtype, accumulation,
                             tf32_allowed()),
-      device, handle, xin.data_ptr(), dw.data_ptr(), dyc.data_ptr());
+      device, handle, Operands{xin.data_ptr(), dw.data_ptr(), dyc.data_ptr()});
   return to_hwio(dw);
 }
 
@@ -566,14 +728,16 @@ namespace {
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& x, const Tensor&, const Tensor&, const ConvGeometry&,
-                      Accumulation) {
+                      Accumulation, ConvPrepared*) {
   no_cudnn(x);
 }
-Tensor conv2d_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&, Accumulation) {
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&, Accumulation,
+                            const Tensor&) {
   no_cudnn(dy);
 }
-Tensor conv2d_backward_filters(const Tensor& x, const Tensor&, const ConvGeometry&, Accumulation) {
-  no_cudnn(x);
+Tensor conv2d_backward_filters(const Tensor&, const Tensor& dy, const ConvGeometry&, Accumulation,
+                               const Tensor&) {
+  no_cudnn(dy);
 }
 
 #endif  // MIXPREC_HAVE_CUDNN

@@ -464,6 +464,11 @@ int cublaslt_epilogue(Epilogue epilogue) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+DType unfused_epilogue_dtype(DType operand_dtype, DType out_dtype) {
+  (void)operand_dtype;  // 16-bit operands always have a float32 product (cuda::matmul)
+  return is_16bit_float(out_dtype) ? DType::float32 : out_dtype;
+}
+
 std::int64_t gelu_aux_ld(std::int64_t n) { return std::max<std::int64_t>(8, (n + 7) / 8 * 8); }
 
 void set_epilogue_mode(EpilogueMode mode) { epilogue_mode.store(mode); }
@@ -551,18 +556,26 @@ UnaryOp epilogue_activation(Epilogue epilogue, bool* has_activation) {
   }
 }
 
-// The epilogue's function without cuBLASLt's: the product rounded to out_dtype, then the bias
-// added (a second rounding), the activation and the column sums by the elementwise and reduction
-// kernels.
+// The epilogue's function without cuBLASLt's, rounding as the fused epilogue does: the product
+// is kept in float32 (cuda::matmul's float32 output of 16-bit operands: the accumulator
+// unrounded), the bias (exact in float32) is added and the activation applied in float32, and the
+// result is rounded once to out_dtype (aux, the pre-activation z, likewise once). Rounding the
+// product to 16 bits first and adding the bias afterwards would differ from the CPU composition
+// by half an ulp of the pre-bias sum near cancellation.
 EpilogueResult unfused_epilogue(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
                                 DType out_dtype, Epilogue epilogue, const Tensor& bias) {
   EpilogueResult r;
-  Tensor z = cuda::matmul(a, b, ta, tb, out_dtype);                            // (M, N)
-  if (epilogue_adds_bias(epilogue)) z = cuda::binary(BinaryOp::add, z, bias);  // (N,) over the rows
+  const DType wide = detail::unfused_epilogue_dtype(a.dtype(), out_dtype);
+  Tensor z = cuda::matmul(a, b, ta, tb, wide);  // (M, N)
+  if (epilogue_adds_bias(epilogue)) {
+    const Tensor b_wide = bias.dtype() == wide ? bias : cuda::cast(bias, wide);
+    z = cuda::binary(BinaryOp::add, z, b_wide);  // (N,) over the rows
+  }
   bool has_activation = false;
   const UnaryOp op = epilogue_activation(epilogue, &has_activation);
-  r.out = has_activation ? cuda::unary(op, z) : z;
-  if (epilogue_keeps_aux(epilogue)) r.aux = z;
+  const Tensor y = has_activation ? cuda::unary(op, z) : z;
+  r.out = y.dtype() == out_dtype ? y : cuda::cast(y, out_dtype);
+  if (epilogue_keeps_aux(epilogue)) r.aux = z.dtype() == out_dtype ? z : cuda::cast(z, out_dtype);
   if (epilogue == Epilogue::bias_grad) {
     // op(B) (K, N): the sum over K is axis 0 of a stored (K, N) B, axis 1 of a stored (N, K) one,
     // accumulated in float32 and rounded once to out_dtype (B widened first when out_dtype is

@@ -105,6 +105,11 @@ int cublaslt_epilogue(Epilogue epilogue);
 // cuBLASLt wants a multiple of 8 that is at least the rows of its column-major D, our n.
 std::int64_t gelu_aux_ld(std::int64_t n);
 
+// The dtype in which the unfused epilogue keeps the product, adds the bias and applies the
+// activation before its one rounding to out_dtype: float32 for a 16-bit out_dtype (as the fused
+// epilogue, which works on the float32 accumulator), out_dtype otherwise.
+DType unfused_epilogue_dtype(DType operand_dtype, DType out_dtype);
+
 // What a cached plan is keyed by (cuBLASLt's view of the product): the plan holds descriptors and
 // the heuristic's algorithm, which depend on every field, the epilogue and its pointers'
 // alignments included.

@@ -16,4 +16,20 @@ using ReduceOp = cpu::ReduceOp;
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis,
               double scale = 1.0);
 
+namespace detail {
+
+// How a reduction reads x (contiguous): axes of extent 1 are ignored; when the other reduced axes
+// are one contiguous run, x is (outer, length, inner) with the run in the middle and no copy is
+// needed: `rows` when inner == 1 (each output a contiguous row), `middle` otherwise (coalesced
+// along inner: bias gradients have outer == 1, global average pooling over NHWC is
+// (N, H*W, C)). Otherwise (`permuted`) the reduced axes are moved last by a copy, then `rows`.
+enum class ReduceLayout { rows, middle, permuted };
+struct ReducePlan {
+  ReduceLayout layout = ReduceLayout::rows;
+  std::int64_t outer = 1, length = 1, inner = 1;
+};
+ReducePlan plan_reduce(const Shape& shape, const std::vector<bool>& reduce_axis);
+
+}  // namespace detail
+
 }  // namespace mixprec::cuda

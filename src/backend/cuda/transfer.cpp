@@ -13,20 +13,62 @@
 
 namespace mixprec::cuda {
 
+namespace detail {
+
+StagingStep next_staging_chunk(std::size_t size, std::size_t next, bool oldest_done,
+                               std::size_t max_chunks) {
+  StagingStep st;
+  if (size == 0) {
+    st.action = StagingAction::grow;
+    st.slot = 0;
+    st.size = 1;
+    st.next = 0;  // the only chunk is also the oldest
+    return st;
+  }
+  if (oldest_done || size >= max_chunks) {
+    st.action = oldest_done ? StagingAction::reuse : StagingAction::wait;
+    st.slot = next;
+    st.size = size;
+    st.next = (next + 1) % size;
+    return st;
+  }
+  st.action = StagingAction::grow;  // inserted at `next`: the old oldest moves to next + 1
+  st.slot = next;
+  st.size = size + 1;
+  st.next = (next + 1) % st.size;
+  return st;
+}
+
+}  // namespace detail
+
 namespace {
 
-// Two pinned buffers per GPU: while the DMA engine copies one chunk, the host fills (or drains)
-// the other. 8 MiB chunks keep the per-chunk overhead (~10 us) small against the copy time
-// (~0.3 ms at 25 GB/s).
-constexpr std::size_t kStagingBytes = 8u << 20;
+using detail::kStagingChunkBytes;
+
+// Pinned staging per GPU. Host to device: the ring of detail::next_staging_chunk (8 MiB chunks,
+// each with the event of its last DMA). Device to host: two chunks, ping-pong (the host needs the
+// values anyway, so it waits for the compute stream there by definition).
+struct Chunk {
+  void* buffer = nullptr;
+  cudaEvent_t done = nullptr;
+};
 
 struct Staging {
-  std::mutex mutex;  // one transfer at a time per GPU
-  void* buffers[2] = {nullptr, nullptr};
-  cudaEvent_t done[2] = {nullptr, nullptr};  // the last copy stream use of each buffer
-  cudaEvent_t compute_ready = nullptr;       // orders the copy stream after the compute stream
-  cudaEvent_t copy_done = nullptr;           // orders the compute stream after the copy stream
+  std::mutex mutex;         // one transfer at a time per GPU
+  std::vector<Chunk> ring;  // host to device, in ring order from `next`
+  std::size_t next = 0;
+  Chunk readback[2];                    // device to host
+  cudaEvent_t compute_ready = nullptr;  // orders the copy stream after the compute stream
+  cudaEvent_t copy_done = nullptr;      // orders the compute stream after the copy stream
 };
+
+Chunk make_chunk() {
+  Chunk c;
+  check(cudaHostAlloc(&c.buffer, kStagingChunkBytes, cudaHostAllocPortable),
+        "cudaHostAlloc (pinned staging buffer)");
+  check(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming), "cudaEventCreate");
+  return c;
+}
 
 Staging& staging(int index) {
   static std::mutex mutex;
@@ -38,11 +80,7 @@ Staging& staging(int index) {
   if (!slot) {
     DeviceGuard guard(index);
     auto s = std::make_unique<Staging>();
-    for (int i = 0; i < 2; ++i) {
-      check(cudaHostAlloc(&s->buffers[i], kStagingBytes, cudaHostAllocPortable),
-            "cudaHostAlloc (pinned staging buffer)");
-      check(cudaEventCreateWithFlags(&s->done[i], cudaEventDisableTiming), "cudaEventCreate");
-    }
+    for (Chunk& c : s->readback) c = make_chunk();
     check(cudaEventCreateWithFlags(&s->compute_ready, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaEventCreateWithFlags(&s->copy_done, cudaEventDisableTiming), "cudaEventCreate");
     slot = std::move(s);
@@ -62,6 +100,29 @@ void compute_after_copy(const DeviceContext& ctx, Staging& st) {
   check(cudaStreamWaitEvent(ctx.compute, st.copy_done, 0), "cudaStreamWaitEvent");
 }
 
+// Whether a chunk's last DMA has finished, without waiting (an event never recorded is done).
+bool chunk_done(const Chunk& c) {
+  const cudaError_t e = cudaEventQuery(c.done);
+  if (e == cudaSuccess) return true;
+  if (e == cudaErrorNotReady) return false;
+  check(e, "cudaEventQuery (staging buffer)");
+  return false;
+}
+
+// The ring chunk to fill next: a finished one, a new one, or (ring full) the oldest once done.
+Chunk& take_chunk(Staging& st) {
+  const bool oldest_done = !st.ring.empty() && chunk_done(st.ring[st.next]);
+  const detail::StagingStep step =
+      detail::next_staging_chunk(st.ring.size(), st.next, oldest_done, detail::kMaxStagingChunks);
+  if (step.action == detail::StagingAction::grow) {
+    st.ring.insert(st.ring.begin() + static_cast<std::ptrdiff_t>(step.slot), make_chunk());
+  } else if (step.action == detail::StagingAction::wait) {
+    check(cudaEventSynchronize(st.ring[step.slot].done), "waiting for a staging buffer");
+  }
+  st.next = step.next;
+  return st.ring[step.slot];
+}
+
 }  // namespace
 
 void copy_host_to_device(Device device, void* dst, const void* src, std::size_t bytes) {
@@ -74,15 +135,13 @@ void copy_host_to_device(Device device, void* dst, const void* src, std::size_t 
   copy_after_compute(ctx, st);
   const char* from = static_cast<const char*>(src);
   char* to = static_cast<char*>(dst);
-  for (std::size_t offset = 0, chunk = 0; offset < bytes; offset += kStagingBytes, ++chunk) {
-    const int b = static_cast<int>(chunk % 2);
-    const std::size_t n = std::min(kStagingBytes, bytes - offset);
-    // The buffer's previous DMA must be finished before the host overwrites it.
-    check(cudaEventSynchronize(st.done[b]), "waiting for a staging buffer");
-    std::memcpy(st.buffers[b], from + offset, n);
-    check(cudaMemcpyAsync(to + offset, st.buffers[b], n, cudaMemcpyHostToDevice, ctx.copy),
+  for (std::size_t offset = 0; offset < bytes; offset += kStagingChunkBytes) {
+    const std::size_t n = std::min(kStagingChunkBytes, bytes - offset);
+    Chunk& c = take_chunk(st);  // never waits for the compute stream unless the ring is full
+    std::memcpy(c.buffer, from + offset, n);
+    check(cudaMemcpyAsync(to + offset, c.buffer, n, cudaMemcpyHostToDevice, ctx.copy),
           "cudaMemcpyAsync (host to device)");
-    check(cudaEventRecord(st.done[b], ctx.copy), "cudaEventRecord");
+    check(cudaEventRecord(c.done, ctx.copy), "cudaEventRecord");
   }
   compute_after_copy(ctx, st);
 }
@@ -97,22 +156,23 @@ void copy_device_to_host(Device device, void* dst, const void* src, std::size_t 
   copy_after_compute(ctx, st);
   const char* from = static_cast<const char*>(src);
   char* to = static_cast<char*>(dst);
-  const std::size_t chunks = (bytes + kStagingBytes - 1) / kStagingBytes;
+  const std::size_t chunks = (bytes + kStagingChunkBytes - 1) / kStagingChunkBytes;
   // Chunk c is copied into buffer c % 2; while it is in flight the host drains chunk c - 1.
   const auto drain = [&](std::size_t c) {
     const int b = static_cast<int>(c % 2);
-    const std::size_t offset = c * kStagingBytes;
-    check(cudaEventSynchronize(st.done[b]), "waiting for a device to host copy");
-    std::memcpy(to + offset, st.buffers[b], std::min(kStagingBytes, bytes - offset));
+    const std::size_t offset = c * kStagingChunkBytes;
+    check(cudaEventSynchronize(st.readback[b].done), "waiting for a device to host copy");
+    std::memcpy(to + offset, st.readback[b].buffer, std::min(kStagingChunkBytes, bytes - offset));
   };
   for (std::size_t c = 0; c < chunks; ++c) {
     const int b = static_cast<int>(c % 2);
-    const std::size_t offset = c * kStagingBytes;
+    const std::size_t offset = c * kStagingChunkBytes;
     // Buffer b last held chunk c - 2, drained in the previous iteration.
-    check(cudaMemcpyAsync(st.buffers[b], from + offset, std::min(kStagingBytes, bytes - offset),
-                          cudaMemcpyDeviceToHost, ctx.copy),
+    check(cudaMemcpyAsync(st.readback[b].buffer, from + offset,
+                          std::min(kStagingChunkBytes, bytes - offset), cudaMemcpyDeviceToHost,
+                          ctx.copy),
           "cudaMemcpyAsync (device to host)");
-    check(cudaEventRecord(st.done[b], ctx.copy), "cudaEventRecord");
+    check(cudaEventRecord(st.readback[b].done, ctx.copy), "cudaEventRecord");
     if (c > 0) drain(c - 1);
   }
   drain(chunks - 1);

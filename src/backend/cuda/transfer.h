@@ -20,4 +20,29 @@ Tensor to_device(const Tensor& src, Device target);
 void copy_host_to_device(Device device, void* dst, const void* src, std::size_t bytes);
 void copy_device_to_host(Device device, void* dst, const void* src, std::size_t bytes);
 
+namespace detail {
+
+// Host-to-device staging is a ring of pinned chunks per GPU, used oldest first. A host-to-device
+// copy must be ordered after the compute stream's queued work (its destination block may be a
+// recycled one that queued kernels still read), so a chunk's DMA may not finish before the GPU
+// catches up; the host must then not wait for it (a custom training loop would stall every step
+// on a batch above two chunks). The ring grows instead, up to max_chunks; only a ring at its
+// limit waits for its oldest chunk. next_staging_chunk decides, for a ring of `size` chunks whose
+// oldest (the next in ring order) is `next`: reuse it (its DMA is done), grow (a new chunk is
+// inserted at `next`, before the oldest, which moves to next + 1), or wait for it, then reuse.
+enum class StagingAction { reuse, grow, wait };
+struct StagingStep {
+  StagingAction action = StagingAction::grow;
+  std::size_t slot = 0;  // the chunk to fill
+  std::size_t next = 0;  // the oldest chunk after this step
+  std::size_t size = 0;  // the ring's size after this step
+};
+StagingStep next_staging_chunk(std::size_t size, std::size_t next, bool oldest_done,
+                               std::size_t max_chunks);
+
+inline constexpr std::size_t kStagingChunkBytes = std::size_t{8} << 20;
+inline constexpr std::size_t kMaxStagingChunks = 32;  // 256 MiB of pinned memory per GPU at most
+
+}  // namespace detail
+
 }  // namespace mixprec::cuda

@@ -170,14 +170,16 @@ EpilogueResult matmul_epilogue(const Tensor& a, const Tensor&, Transpose, Transp
 namespace cuda {
 
 Tensor conv2d_forward(const Tensor& x, const Tensor&, const Tensor&, const ConvGeometry&,
-                      Accumulation) {
+                      Accumulation, ConvPrepared*) {
   no_backend("conv2d on " + x.device().to_string());
 }
-Tensor conv2d_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&, Accumulation) {
+Tensor conv2d_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&, Accumulation,
+                            const Tensor&) {
   no_backend("conv2d on " + dy.device().to_string());
 }
-Tensor conv2d_backward_filters(const Tensor& x, const Tensor&, const ConvGeometry&, Accumulation) {
-  no_backend("conv2d on " + x.device().to_string());
+Tensor conv2d_backward_filters(const Tensor&, const Tensor& dy, const ConvGeometry&, Accumulation,
+                               const Tensor&) {
+  no_backend("conv2d on " + dy.device().to_string());
 }
 ConvCacheStats conv_cache_stats() { return {}; }
 Tensor depthwise_forward(const Tensor& x, const Tensor&, const Tensor&, const cpu::ConvGeometry&,

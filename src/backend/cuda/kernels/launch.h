@@ -107,6 +107,12 @@ void reduce_rows(Reduce op, DType dtype, const void* x, std::int64_t rows, std::
 std::int64_t reduce_columns_partials(std::int64_t length, std::int64_t cols);
 void reduce_columns(Reduce op, DType dtype, const void* x, std::int64_t length, std::int64_t cols,
                     double scale, double* partials, void* out, cudaStream_t s);
+// x contiguous (outer, length, cols) -> out (outer, cols): the middle axis reduced, coalesced along
+// cols (kernels/reduce_index.h); outer <= kMaxMiddleOuter (a grid's z extent).
+inline constexpr std::int64_t kMaxMiddleOuter = 65535;
+std::int64_t reduce_middle_partials(std::int64_t outer, std::int64_t length, std::int64_t cols);
+void reduce_middle(Reduce op, DType dtype, const void* x, std::int64_t outer, std::int64_t length,
+                   std::int64_t cols, double scale, double* partials, void* out, cudaStream_t s);
 // x contiguous (outer, length, inner) -> out (outer, inner) int64: the index of the first maximum
 // along `length` (the first NaN wins), for any dtype but bool.
 void argmax(DType dtype, const void* x, std::int64_t outer, std::int64_t length, std::int64_t inner,

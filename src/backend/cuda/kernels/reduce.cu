@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/kernels/reduce_index.h"
 
 namespace mixprec::cuda::kernels {
 
@@ -85,12 +86,8 @@ std::int64_t row_chunks(std::int64_t rows, std::int64_t length) {
   return by_length < by_blocks ? by_length : by_blocks;
 }
 
-std::int64_t column_splits(std::int64_t length, std::int64_t cols) {
-  const std::int64_t col_blocks = (cols + 31) / 32;
-  if (col_blocks >= kTargetBlocks / 2 || length <= kMinColumnRows) return 1;
-  const std::int64_t by_length = (length + kMinColumnRows - 1) / kMinColumnRows;
-  const std::int64_t by_blocks = (kTargetBlocks + col_blocks - 1) / col_blocks;
-  return by_length < by_blocks ? by_length : by_blocks;
+std::int64_t column_splits(std::int64_t outer, std::int64_t length, std::int64_t cols) {
+  return middle_splits(outer, length, cols, kTargetBlocks, kMinColumnRows);
 }
 
 // Block b reduces chunk b % chunks of row b / chunks. 256 threads read consecutive elements.
@@ -114,20 +111,22 @@ __global__ void rows_kernel(Reduce op, const T* __restrict__ x, std::int64_t len
   }
 }
 
-// Block (bx, by): columns bx*32 .. bx*32+31, the by-th of `splits` row ranges; threads (32, 8).
+// x (outer, length, cols): block (bx, by, bz) reduces columns bx*32 .. bx*32+31 of outer item bz
+// over the by-th of `splits` row ranges; threads (32, 8). Index math: kernels/reduce_index.h.
+// outer = 1 is the leading-axes case (bias gradients); outer > 1 the middle axes (global average
+// pooling over NHWC: (N, H*W, C)).
 template <typename T>
 __global__ void columns_kernel(Reduce op, const T* __restrict__ x, std::int64_t length,
                                std::int64_t cols, std::int64_t splits, double scale,
                                double* __restrict__ partials, T* __restrict__ out) {
   __shared__ double column_totals[8][33];  // padded: no bank conflicts on the transposed read
+  const std::int64_t o = blockIdx.z;
   const std::int64_t col = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  const std::int64_t per_split = (length + splits - 1) / splits;
-  const std::int64_t begin = blockIdx.y * per_split;
-  const std::int64_t end = begin + per_split < length ? begin + per_split : length;
+  const RowRange rows = middle_split_rows(blockIdx.y, splits, length);
   Accumulator<compute_t<T>> acc(op);
   if (col < cols) {
-    for (std::int64_t r = begin + threadIdx.y; r < end; r += blockDim.y)
-      acc.add(to_compute(x[r * cols + col]));
+    for (std::int64_t r = rows.begin + threadIdx.y; r < rows.end; r += blockDim.y)
+      acc.add(to_compute(x[middle_offset(o, r, col, length, cols)]));
   }
   column_totals[threadIdx.y][threadIdx.x] = acc.result();
   __syncthreads();
@@ -135,9 +134,22 @@ __global__ void columns_kernel(Reduce op, const T* __restrict__ x, std::int64_t 
   double total = column_totals[0][threadIdx.x];
   for (int y = 1; y < 8; ++y) total = combine(op, total, column_totals[y][threadIdx.x]);
   if (splits == 1) {
-    store_result(op, total, scale, out + col);
+    store_result(op, total, scale, out + o * cols + col);
   } else {
-    partials[blockIdx.y * cols + col] = total;
+    partials[middle_partial_index(o, blockIdx.y, col, splits, cols)] = total;
+  }
+}
+
+// out[i] (i = o * cols + c) = combination of the splits' partials of item i, in split order.
+template <typename T>
+__global__ void finish_middle_kernel(Reduce op, const double* __restrict__ partials,
+                                     std::int64_t items, std::int64_t splits, std::int64_t cols,
+                                     double scale, T* __restrict__ out) {
+  for (std::int64_t i = global_thread(); i < items; i += grid_threads()) {
+    double total = identity(op);
+    for (std::int64_t j = 0; j < splits; ++j)
+      total = combine(op, total, partials[middle_partial_of_item(i, j, splits, cols)]);
+    store_result(op, total, scale, out + i);
   }
 }
 
@@ -211,9 +223,13 @@ std::int64_t reduce_rows_partials(std::int64_t rows, std::int64_t length) {
   return chunks > 1 ? rows * chunks : 0;
 }
 
+std::int64_t reduce_middle_partials(std::int64_t outer, std::int64_t length, std::int64_t cols) {
+  const std::int64_t splits = column_splits(outer, length, cols);
+  return splits > 1 ? splits * outer * cols : 0;
+}
+
 std::int64_t reduce_columns_partials(std::int64_t length, std::int64_t cols) {
-  const std::int64_t splits = column_splits(length, cols);
-  return splits > 1 ? splits * cols : 0;
+  return reduce_middle_partials(1, length, cols);
 }
 
 void reduce_rows(Reduce op, DType dtype, const void* x, std::int64_t rows, std::int64_t length,
@@ -231,20 +247,26 @@ void reduce_rows(Reduce op, DType dtype, const void* x, std::int64_t rows, std::
   check_launch("reduce_rows");
 }
 
-void reduce_columns(Reduce op, DType dtype, const void* x, std::int64_t length, std::int64_t cols,
-                    double scale, double* partials, void* out, cudaStream_t s) {
-  const std::int64_t splits = column_splits(length, cols);
+void reduce_middle(Reduce op, DType dtype, const void* x, std::int64_t outer, std::int64_t length,
+                   std::int64_t cols, double scale, double* partials, void* out, cudaStream_t s) {
+  const std::int64_t splits = column_splits(outer, length, cols);
   dispatch_floating(dtype, "reduce", [&]<typename T>() {
     T* o = static_cast<T*>(out);
-    const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(splits));
+    const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(splits),
+                    static_cast<unsigned>(outer));
     columns_kernel<T><<<grid, dim3(32, 8), 0, s>>>(op, static_cast<const T*>(x), length, cols,
                                                    splits, scale, partials, o);
     if (splits > 1) {
-      finish_kernel<T>
-          <<<blocks_for(cols), kThreads, 0, s>>>(op, partials, cols, splits, 1, cols, scale, o);
+      finish_middle_kernel<T><<<blocks_for(outer * cols), kThreads, 0, s>>>(
+          op, partials, outer * cols, splits, cols, scale, o);
     }
   });
-  check_launch("reduce_columns");
+  check_launch("reduce_middle");
+}
+
+void reduce_columns(Reduce op, DType dtype, const void* x, std::int64_t length, std::int64_t cols,
+                    double scale, double* partials, void* out, cudaStream_t s) {
+  reduce_middle(op, dtype, x, 1, length, cols, scale, partials, out, s);
 }
 
 void argmax(DType dtype, const void* x, std::int64_t outer, std::int64_t length, std::int64_t inner,
