@@ -34,7 +34,11 @@ class ResumeReport : public callbacks::Callback {
     const auto& info = backup_->restored();
     if (!info) return;
     const std::string file = backup_->restored_from()->string();
-    if (info->epoch >= params().epochs) {
+    if (info->epoch > params().epochs) {  // trained further by a command with more --epochs
+      std::printf(
+          "run in %s has trained %d epochs, more than --epochs %d (%s): nothing left to train\n",
+          dir_.string().c_str(), info->epoch, params().epochs, file.c_str());
+    } else if (info->epoch == params().epochs) {
       std::printf(
           "run in %s is complete (%d/%d epochs, %lld optimizer steps, %s): nothing left to train\n",
           dir_.string().c_str(), info->epoch, params().epochs,
