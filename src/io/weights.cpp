@@ -6,6 +6,7 @@
 #include "mixprec/error.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/models/model.h"
+#include "mixprec/version.h"
 
 namespace mixprec {
 
@@ -15,7 +16,7 @@ void Model::save_weights(const std::filesystem::path& path) const {
   io::save_safetensors(path, tensors,
                        {{"format", "mixprec-weights"},
                         {"model", name()},
-                        {"mixprec_version", MIXPREC_VERSION_STRING}});
+                        {"mixprec_version", version()}});
 }
 
 void Model::load_weights(const std::filesystem::path& path) {

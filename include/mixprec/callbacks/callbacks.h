@@ -13,3 +13,7 @@
 #include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/callbacks/reduce_lr_on_plateau.h"
 #include "mixprec/callbacks/terminate_on_nan.h"
+
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
+#pragma GCC visibility pop

@@ -27,6 +27,8 @@
 #include "mixprec/random.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // Options of a call on real tensors: `model(x, {.training = true})`.
@@ -207,3 +209,5 @@ class Layer {
 
 }  // namespace layers
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -10,6 +10,8 @@
 #include <functional>
 #include <utility>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::optimizers {
 
 namespace schedules {
@@ -72,3 +74,5 @@ class LearningRate {
 };
 
 }  // namespace mixprec::optimizers
+
+#pragma GCC visibility pop
