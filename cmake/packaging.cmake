@@ -30,24 +30,22 @@ set(_deb_version "${PROJECT_VERSION}-1")
 
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME libmixprec)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
-set(CPACK_COMPONENT_RUNTIME_DESCRIPTION
-  "mixed-precision training of neural networks in C++ (shared library)
- float16/bfloat16 compute with float32 master weights, dynamic loss scaling and a Keras-shaped
+set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
+  "The shared library. float16/bfloat16 compute with float32 master weights, dynamic loss scaling and a Keras-shaped
  API (Policy, Dense, Model, fit, LossScaleOptimizer), on CPUs through oneDNN.")
 
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME libmixprec-dev)
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS "libmixprec (= ${_deb_version})")
-set(CPACK_COMPONENT_DEVELOPMENT_DESCRIPTION
-  "mixed-precision training of neural networks in C++ (development files)
- Headers, CMake package (find_package(mixprec)) and pkg-config file of mixprec.")
+# zlib1g-dev: mixprec.pc names zlib in Requires.private, which pkg-config reads for --cflags too.
+set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS "libmixprec (= ${_deb_version}), zlib1g-dev")
+set(CPACK_DEBIAN_DEVELOPMENT_DESCRIPTION
+  "Development files: headers, CMake package (find_package(mixprec)) and pkg-config file of mixprec.")
 
 set(CPACK_DEBIAN_CLI_PACKAGE_NAME mixprec)
 set(CPACK_DEBIAN_CLI_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_CLI_PACKAGE_DEPENDS "libmixprec (= ${_deb_version})")
-set(CPACK_COMPONENT_CLI_DESCRIPTION
-  "mixed-precision training of neural networks (command line)
- mixprec info/train/compare/bench: train and compare models under float32, mixed_float16 and
+set(CPACK_DEBIAN_CLI_DESCRIPTION
+  "The command line: mixprec info/train/compare/bench: train and compare models under float32, mixed_float16 and
  mixed_bfloat16 without writing C++.")
 
 if(NOT BUILD_SHARED_LIBS)

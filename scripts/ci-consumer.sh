@@ -5,14 +5,15 @@
 # find_package(mixprec 0.2) and with pkg-config, and run both (one epoch of seed 001's model).
 # The shared consumers must run with only the installed libmixprec.so.
 #
-# The library objects are the ones `make test` compiled (same flags, position-independent in both
-# variants), so ccache serves them: the stage costs two links, two installs and the consumers.
-# MIXPREC_CUDA (default AUTO, as `make test`) and JOBS (default nproc) may be set.
+# The library is built without the CUDA backend by default (MIXPREC_CUDA=OFF; set MIXPREC_CUDA=AUTO
+# to package the CUDA build, which no run of this stage has verified yet). Its objects are
+# position-independent in both variants, so the shared build takes them all from ccache, and from
+# one CI run to the next only the changed sources compile. JOBS (default nproc) may be set.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=${JOBS:-$(nproc)}
-cuda=${MIXPREC_CUDA:-AUTO}
+cuda=${MIXPREC_CUDA:-OFF}
 work=$(mktemp -d /tmp/mixprec-consumer.XXXXXX)
 build_dirs=()
 cleanup() { rm -rf "$work" "${build_dirs[@]}"; }
@@ -23,8 +24,8 @@ say() { echo "ci-consumer: $*"; }
 for variant in static shared; do
   start=$(date +%s)
   shared=$([[ $variant == shared ]] && echo ON || echo OFF)
-  # Inside the repository, at the depth of build/: ccache (base_dir) then sees the same compile
-  # lines as for build/.
+  # Inside the repository (git-ignored build-*), at the depth of build/: ccache's base_dir makes
+  # the compile lines the same as those of the other build directories.
   build=$root/build-consumer-$variant
   prefix=$work/prefix-$variant
   build_dirs+=("$build")

@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   dataset-fashion-mnist
+  dpkg-dev file        # cpack -G DEB (scripts/build-debs.sh): dpkg-shlibdeps, and file to find the ELF files
 )
 
 missing=()
