@@ -34,7 +34,7 @@ for variant in static shared; do
     -DBUILD_SHARED_LIBS=$shared -DMIXPREC_BUILD_TESTS=OFF -DMIXPREC_BUILD_BENCH=OFF \
     -DMIXPREC_BUILD_EXAMPLES=OFF -DMIXPREC_BUILD_TOOLS=OFF >"$work/configure-$variant.log" ||
     { cat "$work/configure-$variant.log"; exit 1; }
-  cmake --build "$build" -j"$jobs" >"$work/build-$variant.log" || { tail -50 "$work/build-$variant.log"; exit 1; }
+  cmake --build "$build" -j"$jobs" >"$work/build-$variant.log" 2>&1 || { tail -50 "$work/build-$variant.log"; exit 1; }
   cmake --install "$build" --prefix "$prefix" >"$work/install-$variant.log"
   if [[ $variant == shared ]]; then
     scripts/check-exports.sh "$prefix/lib/libmixprec.so" "$prefix/include/mixprec/version.h"
@@ -45,7 +45,8 @@ for variant in static shared; do
   cmake -S examples/consumer -B "$work/consumer-$variant" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$prefix" >"$work/consumer-configure-$variant.log" ||
     { cat "$work/consumer-configure-$variant.log"; exit 1; }
-  cmake --build "$work/consumer-$variant" -j"$jobs" >/dev/null
+  cmake --build "$work/consumer-$variant" -j"$jobs" >"$work/consumer-build-$variant.log" 2>&1 ||
+    { cat "$work/consumer-build-$variant.log"; exit 1; }
   exe=$work/consumer-$variant/consumer
   if [[ $variant == shared ]]; then
     lib=$(ldd "$exe" | awk '/libmixprec/ {print $3}')
