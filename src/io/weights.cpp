@@ -13,10 +13,9 @@ namespace mixprec {
 void Model::save_weights(const std::filesystem::path& path) const {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const layers::NamedVariable& v : named_variables()) tensors.emplace_back(v.name, v.value);
-  io::save_safetensors(path, tensors,
-                       {{"format", "mixprec-weights"},
-                        {"model", name()},
-                        {"mixprec_version", version()}});
+  io::save_safetensors(
+      path, tensors,
+      {{"format", "mixprec-weights"}, {"model", name()}, {"mixprec_version", version()}});
 }
 
 void Model::load_weights(const std::filesystem::path& path) {
