@@ -5,15 +5,15 @@
 # find_package(mixprec 0.2) and with pkg-config, and run both (one epoch of seed 001's model).
 # The shared consumers must run with only the installed libmixprec.so.
 #
-# The library is built without the CUDA backend by default (MIXPREC_CUDA=OFF; set MIXPREC_CUDA=AUTO
-# to package the CUDA build, which no run of this stage has verified yet). Its objects are
-# position-independent in both variants, so the shared build takes them all from ccache, and from
-# one CI run to the next only the changed sources compile. JOBS (default nproc) may be set.
+# The library is configured as `make test` configures build/ (MIXPREC_CUDA=AUTO: with the CUDA
+# backend where nvcc is found), and its objects are position-independent in both variants, so
+# after `make test` every object comes from ccache: the stage costs links, installs and the
+# consumers. MIXPREC_CUDA (default AUTO) and JOBS (default nproc) may be set.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=${JOBS:-$(nproc)}
-cuda=${MIXPREC_CUDA:-OFF}
+cuda=${MIXPREC_CUDA:-AUTO}
 work=$(mktemp -d /tmp/mixprec-consumer.XXXXXX)
 build_dirs=()
 cleanup() { rm -rf "$work" "${build_dirs[@]}"; }
