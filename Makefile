@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test test-asan demo bench bench-mlp format clean
+.PHONY: all deps configure build test test-asan consumer debs demo bench bench-mlp format clean
 
 all: build
 
@@ -31,6 +31,15 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j$(JOBS) --target mixprec_unit_tests mixprec_op_tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure --no-tests=error -j$(JOBS) -L "unit|ops"
+
+# mixprec used from another project: static and shared installs in temporary prefixes,
+# examples/consumer built with find_package and pkg-config, and run (a CI stage, .ci/run).
+consumer: deps
+	JOBS=$(JOBS) scripts/ci-consumer.sh
+
+# Debian packages libmixprec, libmixprec-dev, mixprec in build-deb/.
+debs: deps
+	JOBS=$(JOBS) scripts/build-debs.sh
 
 # Seed 001's comparison on Fashion-MNIST: the 784-512-512-10 MLP trained 5 epochs under each policy
 # (CPU defaults: --units 512 --batch-size 256), then one table. DEMO_ARGS adds options.

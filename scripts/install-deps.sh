@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev
   python3              # tests/tools/read_tfevents.py (standard library only)
   dataset-fashion-mnist
+  dpkg-dev file        # cpack -G DEB (scripts/build-debs.sh): dpkg-shlibdeps, and file to find the ELF files
 )
 
 missing=()

@@ -9,6 +9,8 @@
 
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // "linear" (identity; also the empty name), "relu", "relu6", "sigmoid", "tanh", "softmax",
@@ -23,3 +25,5 @@ std::vector<std::string> activation_names();
 void check_activation_name(std::string_view name, std::string_view context = "activation");
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

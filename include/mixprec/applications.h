@@ -25,6 +25,8 @@
 #include "mixprec/mixed_precision/policy.h"
 #include "mixprec/models/model.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::applications {
 
 struct MlpOptions {
@@ -147,3 +149,5 @@ inline std::int64_t efficientnet_default_input_size(int variant) {
 Model resnet50(const ImageModelOptions& options = {});
 
 }  // namespace mixprec::applications
+
+#pragma GCC visibility pop

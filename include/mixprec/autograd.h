@@ -7,6 +7,8 @@
 
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // True when ops record the autograd graph (the default); false inside a NoGradScope.
@@ -51,3 +53,5 @@ class GradientTape {
 };
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -5,6 +5,8 @@
 #include <bit>
 #include <cstdint>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 namespace detail {
@@ -39,3 +41,5 @@ struct bfloat16 {
 static_assert(sizeof(bfloat16) == 2);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -8,6 +8,8 @@
 #include "mixprec/bfloat16.h"
 #include "mixprec/float16.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 void convert(const float* src, float16* dst, std::size_t n);
@@ -22,3 +24,5 @@ void round_to_float16(const float* src, float* dst, std::size_t n);
 void round_to_bfloat16(const float* src, float* dst, std::size_t n);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -7,6 +7,8 @@
 #include "mixprec/random.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 struct TensorOptions {
@@ -46,3 +48,5 @@ Tensor random_uniform(const Shape& shape, double low = 0.0, double high = 1.0,
                       TensorOptions options = {}, Generator& gen = default_generator());
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -6,6 +6,8 @@
 
 #include "mixprec/device.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::cuda {
 
 // The number of usable CUDA GPUs. 0 in a build without the CUDA backend and on a machine without a
@@ -27,3 +29,5 @@ void enable_tensor_float_32_execution(bool enabled);
 bool tensor_float_32_execution_enabled();
 
 }  // namespace mixprec::cuda
+
+#pragma GCC visibility pop

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 enum class DeviceType { cpu, cuda };
@@ -41,3 +43,5 @@ class DeviceScope {
 };
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -10,6 +10,8 @@
 #include "mixprec/bfloat16.h"
 #include "mixprec/float16.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // X(enumerator, C++ storage type, user-facing name)
@@ -59,3 +61,5 @@ MIXPREC_FOR_EACH_DTYPE(MIXPREC_DTYPE_OF)
 #undef MIXPREC_DTYPE_OF
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

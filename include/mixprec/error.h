@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 class Error : public std::runtime_error {
@@ -50,3 +52,5 @@ class IOError : public Error {
 };
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -7,6 +7,8 @@
 #include <bit>
 #include <cstdint>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 namespace detail {
@@ -69,3 +71,5 @@ struct float16 {
 static_assert(sizeof(float16) == 2);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -24,6 +24,8 @@
 #include "mixprec/random.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::initializers {
 
 class Initializer {
@@ -82,3 +84,5 @@ Initializer random_normal(double mean = 0.0, double stddev = 0.05);
 Initializer random_uniform(double minval = -0.05, double maxval = 0.05);
 
 }  // namespace mixprec::initializers
+
+#pragma GCC visibility pop

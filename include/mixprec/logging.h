@@ -6,6 +6,8 @@
 #include <functional>
 #include <string_view>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 enum class LogLevel { info, warning };
@@ -30,3 +32,5 @@ LogHandler set_log_handler(LogHandler handler);
 void reset_warn_once_for_testing();
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

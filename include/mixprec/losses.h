@@ -15,6 +15,8 @@
 
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::losses {
 
 class Loss {
@@ -91,3 +93,5 @@ class MeanSquaredError : public Loss {
 Loss get(std::string_view name);
 
 }  // namespace mixprec::losses
+
+#pragma GCC visibility pop

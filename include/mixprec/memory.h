@@ -5,6 +5,8 @@
 
 #include "mixprec/device.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 struct MemoryStats {
@@ -22,3 +24,5 @@ void reset_peak_memory_stats(Device device = Device::cpu());
 void empty_cache(Device device = Device::cpu());
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -11,6 +11,8 @@
 
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::metrics {
 
 namespace detail {
@@ -98,3 +100,5 @@ class Mean : public Metric {
 Metric get(std::string_view name, std::string_view loss_name = {});
 
 }  // namespace mixprec::metrics
+
+#pragma GCC visibility pop

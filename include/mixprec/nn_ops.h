@@ -12,6 +12,8 @@
 #include "mixprec/ops.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // Keras padding modes. `same` pads so that out = ceil(in / stride), the extra row/column going to
@@ -105,3 +107,5 @@ Tensor zero_pad2d(const Tensor& x, const Padding2d& padding);
 Tensor resize_bilinear(const Tensor& x, std::int64_t height, std::int64_t width);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

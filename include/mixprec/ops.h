@@ -10,6 +10,8 @@
 
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // ---- elementwise binary (broadcasting) ----
@@ -107,3 +109,5 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 Tensor one_hot(const Tensor& indices, std::int64_t depth, DType dtype = DType::float32);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -7,3 +7,7 @@
 #include "mixprec/optimizers/rmsprop.h"
 #include "mixprec/optimizers/schedules.h"
 #include "mixprec/optimizers/sgd.h"
+
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
+#pragma GCC visibility pop

@@ -10,6 +10,8 @@
 
 #include "mixprec/device.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 struct PhysicalDevice {
@@ -39,3 +41,5 @@ std::vector<PhysicalDevice> list_physical_devices();
 std::vector<PhysicalDevice> list_physical_devices(std::string_view kind);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

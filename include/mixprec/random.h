@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdint>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // The whole state of a Generator: restoring it continues the exact sequence (checkpoints).
@@ -41,3 +43,5 @@ Generator& default_generator();
 void set_seed(std::uint64_t seed);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 class Shape {
@@ -39,3 +41,5 @@ std::vector<std::int64_t> contiguous_strides(const Shape& shape);
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

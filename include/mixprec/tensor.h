@@ -13,6 +13,8 @@
 #include "mixprec/dtype.h"
 #include "mixprec/shape.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 struct TensorImpl;
@@ -115,3 +117,5 @@ Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

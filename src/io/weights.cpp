@@ -6,16 +6,16 @@
 #include "mixprec/error.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/models/model.h"
+#include "mixprec/version.h"
 
 namespace mixprec {
 
 void Model::save_weights(const std::filesystem::path& path) const {
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (const layers::NamedVariable& v : named_variables()) tensors.emplace_back(v.name, v.value);
-  io::save_safetensors(path, tensors,
-                       {{"format", "mixprec-weights"},
-                        {"model", name()},
-                        {"mixprec_version", MIXPREC_VERSION_STRING}});
+  io::save_safetensors(
+      path, tensors,
+      {{"format", "mixprec-weights"}, {"model", name()}, {"mixprec_version", version()}});
 }
 
 void Model::load_weights(const std::filesystem::path& path) {

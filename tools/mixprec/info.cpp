@@ -36,7 +36,7 @@ void run_info(const std::string& json_path, const Invocation& invocation) {
   const bool cuda_built = MIXPREC_HAVE_CUDA;
   const bool cuda_toolkit = MIXPREC_CUDA_TOOLKIT;
 
-  std::printf("mixprec %s\n", MIXPREC_VERSION_STRING);
+  std::printf("mixprec %s\n", mixprec::version());
   std::printf(
       "build: CPU backend (oneDNN, %d OpenMP threads); CUDA backend: %s\n", omp_get_max_threads(),
       cuda_built     ? "compiled in"
@@ -81,7 +81,7 @@ void run_info(const std::string& json_path, const Invocation& invocation) {
   }
   if (!json_path.empty()) {
     write_json(json_path, {{"command", invocation.command_line},
-                           {"mixprec_version", MIXPREC_VERSION_STRING},
+                           {"mixprec_version", mixprec::version()},
                            {"cuda_backend", cuda_built},
                            {"openmp_threads", omp_get_max_threads()},
                            {"devices", device_list},

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "mixprec/error.h"
+#include "mixprec/version.h"
 #include "options.h"
 
 namespace {
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
       "scaling, fit and custom loops) on the CPU (oneDNN) and NVIDIA GPUs.",
       "mixprec"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("mixprec ") + MIXPREC_VERSION_STRING);
+  app.set_version_flag("--version", std::string("mixprec ") + mixprec::version());
   const cli::Invocation invocation{join_argv(argc, argv)};
   const std::vector<cli::Command> commands = {
       cli::add_info_command(app, invocation),     cli::add_train_command(app, invocation),

@@ -10,6 +10,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "mixprec/version.h"
+
 namespace mixprec::cli {
 
 using json = nlohmann::ordered_json;
@@ -75,9 +77,8 @@ json run_to_json(const RunResult& run) {
                       {"steps", e.step_ms.size()}});
   }
   const StepStats steps = run_step_stats(run);
-  json out = {{"command", c.command},
-              {"mixprec_version", MIXPREC_VERSION_STRING},
-              {"model", c.options.model}};
+  json out = {
+      {"command", c.command}, {"mixprec_version", mixprec::version()}, {"model", c.options.model}};
   if (c.model.takes_images()) {
     out["input_size"] = run.shape.input_size;
     out["channels"] = run.shape.channels;

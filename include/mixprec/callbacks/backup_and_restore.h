@@ -25,6 +25,8 @@
 #include "mixprec/callbacks/callback.h"
 #include "mixprec/io/checkpoint.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 struct BackupAndRestoreOptions {
@@ -64,3 +66,5 @@ class BackupAndRestore : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 class Model;
 }
@@ -140,3 +142,5 @@ class CallbackRef {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -14,3 +14,7 @@
 #include "mixprec/callbacks/reduce_lr_on_plateau.h"
 #include "mixprec/callbacks/tensorboard.h"
 #include "mixprec/callbacks/terminate_on_nan.h"
+
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
+#pragma GCC visibility pop

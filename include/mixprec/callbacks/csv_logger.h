@@ -10,6 +10,8 @@
 
 #include "mixprec/callbacks/callback.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 struct CSVLoggerOptions {
@@ -37,3 +39,5 @@ class CSVLogger : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -14,6 +14,8 @@
 #include "mixprec/callbacks/monitor.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 struct EarlyStoppingOptions {
@@ -57,3 +59,5 @@ class EarlyStopping : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

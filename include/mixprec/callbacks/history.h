@@ -7,6 +7,8 @@
 #include "mixprec/callbacks/callback.h"
 #include "mixprec/models/training.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 class History : public Callback {
@@ -27,3 +29,5 @@ class History : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

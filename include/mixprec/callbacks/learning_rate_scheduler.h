@@ -7,6 +7,8 @@
 
 #include "mixprec/callbacks/callback.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 using EpochSchedule = std::function<double(int epoch, double learning_rate)>;
@@ -26,3 +28,5 @@ class LearningRateScheduler : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -21,6 +21,8 @@
 #include "mixprec/callbacks/callback.h"
 #include "mixprec/callbacks/monitor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 struct ModelCheckpointOptions {
@@ -69,3 +71,5 @@ class ModelCheckpoint : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -7,6 +7,8 @@
 
 #include "mixprec/callbacks/callback.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 // automatic: max for names containing "acc" (accuracy, val_accuracy) or starting with
@@ -37,3 +39,5 @@ class Monitor {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -13,6 +13,8 @@
 #include "mixprec/callbacks/callback.h"
 #include "mixprec/callbacks/progress_bar.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 class ProgbarLogger : public Callback {
@@ -39,3 +41,5 @@ class ProgbarLogger : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 enum class ProgressStyle { bar, line };
@@ -88,3 +90,5 @@ class ProgressBar {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -8,6 +8,8 @@
 #include "mixprec/callbacks/callback.h"
 #include "mixprec/callbacks/monitor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 struct ReduceLROnPlateauOptions {
@@ -38,3 +40,5 @@ class ReduceLROnPlateau : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -24,6 +24,8 @@
 
 #include "mixprec/callbacks/callback.h"
 
+#pragma GCC visibility push(default)
+
 namespace mixprec::io {
 class SummaryWriter;
 }
@@ -64,3 +66,5 @@ class TensorBoard : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

@@ -9,6 +9,8 @@
 
 #include "mixprec/callbacks/callback.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::callbacks {
 
 class TerminateOnNaN : public Callback {
@@ -22,3 +24,5 @@ class TerminateOnNaN : public Callback {
 };
 
 }  // namespace mixprec::callbacks
+
+#pragma GCC visibility pop

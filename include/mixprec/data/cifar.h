@@ -30,6 +30,8 @@
 #include "mixprec/data/idx.h"  // DataError
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::data {
 
 inline constexpr std::int64_t kCifarSide = 32;
@@ -64,3 +66,5 @@ Cifar load_cifar10(const std::string& dir);
 Cifar load_cifar100(const std::string& dir, Cifar100Label label = Cifar100Label::fine);
 
 }  // namespace mixprec::data
+
+#pragma GCC visibility pop

@@ -19,6 +19,8 @@
 #include "mixprec/random.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::data {
 
 // Rows `rows` of x along axis 0 (any dtype, any rank >= 1), copied in that order into a new
@@ -155,3 +157,5 @@ class BatchLoader {
 };
 
 }  // namespace mixprec::data
+
+#pragma GCC visibility pop

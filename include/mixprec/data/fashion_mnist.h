@@ -15,6 +15,8 @@
 #include "mixprec/data/idx.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::data {
 
 struct FashionMnist {
@@ -49,3 +51,5 @@ FashionMnist load_fashion_mnist(const std::string& dir = default_fashion_mnist_d
                                 FashionMnistOptions options = {});
 
 }  // namespace mixprec::data
+
+#pragma GCC visibility pop

@@ -19,6 +19,8 @@
 #include "mixprec/error.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::data {
 
 // A bad or missing data file. A ValueError, so `catch (const mixprec::ValueError&)` sees it too.
@@ -74,3 +76,5 @@ IdxInfo read_idx_info(const std::string& path, IdxReadOptions options = {});
 Tensor read_idx(const std::string& path, IdxReadOptions options = {});
 
 }  // namespace mixprec::data
+
+#pragma GCC visibility pop

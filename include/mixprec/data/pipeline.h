@@ -31,6 +31,8 @@
 #include "mixprec/shape.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::data {
 
 // One per-batch transformation: a function Batch -> Batch and a name (for messages and
@@ -121,3 +123,5 @@ struct PipelineSplit {
 };
 
 }  // namespace mixprec::data
+
+#pragma GCC visibility pop

@@ -22,6 +22,8 @@
 #include "mixprec/data/pipeline.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::data {
 
 // The pool's byte budget: enough distinct images that a batch is not one image repeated (111
@@ -79,3 +81,5 @@ struct SyntheticSpec {
 SyntheticSpec parse_synthetic_spec(const std::string& spec);
 
 }  // namespace mixprec::data
+
+#pragma GCC visibility pop

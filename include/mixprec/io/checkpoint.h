@@ -25,6 +25,8 @@
 #include <optional>
 #include <string>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 class Model;
 }
@@ -57,3 +59,5 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path);
 CheckpointInfo read_checkpoint_info(const std::filesystem::path& path);
 
 }  // namespace mixprec::io
+
+#pragma GCC visibility pop

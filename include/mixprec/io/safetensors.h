@@ -18,6 +18,8 @@
 
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::io {
 
 using Metadata = std::map<std::string, std::string>;  // "__metadata__": string -> string
@@ -48,3 +50,5 @@ SafetensorsContents parse_safetensors(std::span<const std::byte> bytes, std::str
 inline constexpr std::size_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 }  // namespace mixprec::io
+
+#pragma GCC visibility pop

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#pragma GCC visibility push(default)
+
 namespace mixprec {
 class Tensor;
 }
@@ -71,3 +73,5 @@ class SummaryWriter {
 };
 
 }  // namespace mixprec::io
+
+#pragma GCC visibility pop

@@ -8,6 +8,8 @@
 
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 struct ActivationOptions {
@@ -31,3 +33,5 @@ class Softmax : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

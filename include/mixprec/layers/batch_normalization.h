@@ -27,6 +27,8 @@
 #include "mixprec/initializers.h"
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 struct BatchNormalizationOptions {
@@ -65,3 +67,5 @@ class BatchNormalization : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

@@ -23,6 +23,8 @@
 #include "mixprec/layers/layer.h"
 #include "mixprec/nn_ops.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 // A (height, width) pair, written as one int for both axes (`3`) or as `{3, 5}`, as Keras takes
@@ -89,3 +91,5 @@ class Conv2D : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

@@ -11,6 +11,8 @@
 #include "mixprec/initializers.h"
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 struct DenseOptions {
@@ -39,3 +41,5 @@ class Dense : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

@@ -17,6 +17,8 @@
 #include "mixprec/layers/conv2d.h"
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 struct DepthwiseConv2DOptions {
@@ -54,3 +56,5 @@ class DepthwiseConv2D : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

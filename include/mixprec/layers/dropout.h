@@ -9,6 +9,8 @@
 
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 struct DropoutOptions {
@@ -28,3 +30,5 @@ class Dropout : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

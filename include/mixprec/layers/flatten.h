@@ -3,6 +3,8 @@
 
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 class Flatten : public Layer {
@@ -11,3 +13,5 @@ class Flatten : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

@@ -9,6 +9,8 @@
 
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 struct InputOptions {
@@ -37,3 +39,5 @@ class InputLayer : public Layer {
 KerasTensor Input(std::vector<std::int64_t> shape, InputOptions options = {});
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -13,6 +13,8 @@
 #include "mixprec/dtype.h"
 #include "mixprec/shape.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // A shape in which an extent may be unknown (-1): the batch axis of a symbolic tensor, or an
@@ -68,3 +70,5 @@ class KerasTensor {
 };
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -28,6 +28,8 @@
 #include "mixprec/random.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // Options of a call on real tensors: `model(x, {.training = true})`.
@@ -216,3 +218,5 @@ class Layer {
 
 }  // namespace layers
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -16,3 +16,7 @@
 #include "mixprec/layers/reshape.h"
 #include "mixprec/layers/resizing.h"
 #include "mixprec/layers/zero_padding2d.h"
+
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
+#pragma GCC visibility pop

@@ -8,6 +8,8 @@
 
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 class Add : public Layer {
@@ -28,3 +30,5 @@ class Concatenate : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

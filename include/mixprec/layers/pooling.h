@@ -17,6 +17,8 @@
 #include "mixprec/layers/conv2d.h"
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 struct Pooling2DOptions {
@@ -58,3 +60,5 @@ class GlobalAveragePooling2D : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

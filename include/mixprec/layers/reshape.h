@@ -7,6 +7,8 @@
 
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 class Reshape : public Layer {
@@ -16,3 +18,5 @@ class Reshape : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

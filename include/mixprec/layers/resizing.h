@@ -13,6 +13,8 @@
 
 #include "mixprec/layers/layer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 struct ResizingOptions {
@@ -32,3 +34,5 @@ class Resizing : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

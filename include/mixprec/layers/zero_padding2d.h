@@ -12,6 +12,8 @@
 #include "mixprec/layers/layer.h"
 #include "mixprec/nn_ops.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::layers {
 
 class ZeroPadding2D : public Layer {
@@ -25,3 +27,5 @@ class ZeroPadding2D : public Layer {
 };
 
 }  // namespace mixprec::layers
+
+#pragma GCC visibility pop

@@ -8,6 +8,8 @@
 #include "mixprec/mixed_precision/policy.h"
 #include "mixprec/physical_devices.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::mixed_precision {
 
 struct PolicyChoice {
@@ -34,3 +36,5 @@ std::string policy_compatibility_warning(const Policy& policy,
                                          const std::vector<PhysicalDevice>& devices);
 
 }  // namespace mixprec::mixed_precision
+
+#pragma GCC visibility pop

@@ -35,6 +35,8 @@
 #include "mixprec/optimizers/optimizer.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::mixed_precision {
 
 struct LossScaleOptions {
@@ -85,3 +87,5 @@ class LossScaleOptimizer : public optimizers::Optimizer {
 std::optional<LossScaleOptimizer> as_loss_scale_optimizer(const optimizers::Optimizer& optimizer);
 
 }  // namespace mixprec::mixed_precision
+
+#pragma GCC visibility pop

@@ -9,6 +9,8 @@
 
 #include "mixprec/dtype.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::mixed_precision {
 
 class Policy {
@@ -51,3 +53,5 @@ void set_fp16_matmul_use_fp32_compute(bool enabled);
 void set_fp16_conv_use_fp32_compute(bool enabled);
 
 }  // namespace mixprec::mixed_precision
+
+#pragma GCC visibility pop

@@ -22,6 +22,8 @@
 #include "mixprec/layers/layer.h"
 #include "mixprec/models/training.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 namespace models {
@@ -151,3 +153,5 @@ class Model : public layers::Layer {
 };
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

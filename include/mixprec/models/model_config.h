@@ -36,6 +36,8 @@
 #include "mixprec/models/model.h"
 #include "mixprec/models/training.h"
 
+#pragma GCC visibility push(default)
+
 namespace mixprec {
 
 // What model_from_json refuses to build. The defaults admit ResNet-50 and EfficientNet-B7 with
@@ -66,3 +68,5 @@ std::string compile_config_to_json(const Model& model);
 CompileOptions compile_options_from_json(const std::string& json);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

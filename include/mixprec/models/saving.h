@@ -18,6 +18,8 @@
 
 #include "mixprec/models/model.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 // Loads a directory written by Model::save. IOError for a missing or malformed file, ValueError
@@ -27,3 +29,5 @@ namespace mixprec {
 Model load_model(const std::filesystem::path& dir);
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -12,6 +12,8 @@
 
 #include "mixprec/models/model.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 struct SequentialOptions {
@@ -32,3 +34,5 @@ class Sequential : public Model {
 };
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -12,6 +12,8 @@
 
 #include "mixprec/models/model.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 struct TensorCoreAdvice {
@@ -31,3 +33,5 @@ std::vector<TensorCoreAdvice> tensor_core_advice(const Model& model,
                                                  std::optional<std::int64_t> batch_size = {});
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -16,6 +16,8 @@
 #include "mixprec/optimizers.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec {
 
 struct CompileOptions {
@@ -99,3 +101,5 @@ struct Scores {
 };
 
 }  // namespace mixprec
+
+#pragma GCC visibility pop

@@ -12,6 +12,8 @@
 
 #include "mixprec/optimizers/optimizer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::optimizers {
 
 struct AdamOptions {
@@ -46,3 +48,5 @@ class AdamW : public Optimizer {
 };
 
 }  // namespace mixprec::optimizers
+
+#pragma GCC visibility pop

@@ -30,6 +30,8 @@
 #include "mixprec/optimizers/schedules.h"
 #include "mixprec/tensor.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::optimizers {
 
 namespace detail {
@@ -103,3 +105,5 @@ class Optimizer {
 Optimizer get(std::string_view name);
 
 }  // namespace mixprec::optimizers
+
+#pragma GCC visibility pop

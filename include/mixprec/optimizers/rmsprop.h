@@ -14,6 +14,8 @@
 
 #include "mixprec/optimizers/optimizer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::optimizers {
 
 struct RMSpropOptions {
@@ -33,3 +35,5 @@ class RMSprop : public Optimizer {
 };
 
 }  // namespace mixprec::optimizers
+
+#pragma GCC visibility pop

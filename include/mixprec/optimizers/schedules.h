@@ -11,6 +11,8 @@
 #include <utility>
 #include <variant>
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::optimizers {
 
 namespace schedules {
@@ -84,3 +86,5 @@ class LearningRate {
 };
 
 }  // namespace mixprec::optimizers
+
+#pragma GCC visibility pop

@@ -10,6 +10,8 @@
 
 #include "mixprec/optimizers/optimizer.h"
 
+#pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
+
 namespace mixprec::optimizers {
 
 struct SGDOptions {
@@ -27,3 +29,5 @@ class SGD : public Optimizer {
 };
 
 }  // namespace mixprec::optimizers
+
+#pragma GCC visibility pop
