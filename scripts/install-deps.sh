@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make pkg-config
+  ccache               # compiler cache: the CI consumer stage recompiles nothing make test compiled
   libdnnl-dev          # oneDNN: CPU matmul/convolution
   zlib1g-dev           # gzip-compressed IDX files
   nlohmann-json3-dev   # metrics and model JSON

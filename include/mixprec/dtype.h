@@ -43,7 +43,7 @@ inline constexpr DType kBool = DType::bool_;
 
 std::string_view dtype_name(DType dtype);
 std::size_t dtype_size(DType dtype);
-bool is_floating(DType dtype);    // float32, float16, bfloat16, float64
+bool is_floating(DType dtype);     // float32, float16, bfloat16, float64
 bool is_16bit_float(DType dtype);  // float16, bfloat16
 // Parses a dtype name ("float16", "bfloat16", ...); an unknown name throws a ValueError that lists
 // the valid names.
