@@ -28,7 +28,8 @@ test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
 	  -DMIXPREC_SANITIZE=address,undefined -DMIXPREC_CUDA=OFF -DMIXPREC_BUILD_BENCH=OFF \
 	  -DMIXPREC_BUILD_EXAMPLES=OFF -DMIXPREC_BUILD_TOOLS=OFF $(CMAKE_ARGS)
-	cmake --build $(ASAN_BUILD) -j$(JOBS) --target mixprec_unit_tests mixprec_op_tests
+	cmake --build $(ASAN_BUILD) -j$(JOBS) --target mixprec_unit_tests mixprec_op_tests \
+	  mixprec_tfevents_sample
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure --no-tests=error -j$(JOBS) -L "unit|ops"
 
