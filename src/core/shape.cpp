@@ -1,5 +1,6 @@
 #include "mixprec/shape.h"
 
+#include <algorithm>
 #include <string>
 
 #include "mixprec/error.h"
@@ -56,8 +57,16 @@ int normalize_axis(int axis, int rank, const char* op) {
 std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
   std::vector<std::int64_t> strides(static_cast<std::size_t>(shape.rank()));
   std::int64_t stride = 1;
+  // The product of the extents with a zero counted as one: a tensor with no elements can still
+  // have extents whose product overflows (a hostile file's (0, 2^40, 2^40)), and its strides are
+  // computed all the same. Bounding it keeps every stride, and numel(), inside int64.
+  std::int64_t span = 1;
   for (int i = shape.rank() - 1; i >= 0; --i) {
     strides[static_cast<std::size_t>(i)] = stride;
+    if (__builtin_mul_overflow(span, std::max<std::int64_t>(shape[i], 1), &span)) {
+      throw ShapeError("shape " + shape.to_string() +
+                       ": the product of its extents does not fit a 64-bit integer");
+    }
     stride *= shape[i];
   }
   return strides;

@@ -3,6 +3,7 @@
 // from big-endian.
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -111,12 +112,17 @@ IdxInfo read_header(detail::IdxStream& stream, const IdxReadOptions& options) {
                 " of its " + std::to_string(info.header_bytes) + " bytes");
   }
   // Every extent is a uint32, so it fits an int64; the product may not fit anything.
-  std::uint64_t count = 1;
-  bool overflow = false;
+  // A zero extent makes the count 0 whatever the others are, but a tensor is still made with all
+  // of them: their product with zeros counted as one (the span) must fit an int64 as well.
+  std::uint64_t count = 1, span = 1;
+  bool overflow = false, span_overflow = false;
   for (int d = 0; d < ndims; ++d) {
     const std::uint32_t extent = load_be32(raw_dims + 4 * d);
     info.dims.push_back(extent);
     overflow = overflow || __builtin_mul_overflow(count, std::uint64_t{extent}, &count);
+    span_overflow = span_overflow ||
+                    __builtin_mul_overflow(span, std::uint64_t{extent == 0 ? 1u : extent}, &span) ||
+                    span > static_cast<std::uint64_t>(INT64_MAX);
   }
   std::uint64_t payload = 0;
   overflow =
@@ -124,6 +130,10 @@ IdxInfo read_header(detail::IdxStream& stream, const IdxReadOptions& options) {
   if (overflow) {
     stream.fail("the header's dimensions " + describe(info) +
                 " hold more bytes than 2^64; the file is corrupt or not an IDX file");
+  }
+  if (span_overflow) {
+    stream.fail("the header's dimensions " + describe(info) +
+                " multiply (zeros aside) past 2^63; the file is corrupt or not an IDX file");
   }
   info.payload_bytes = payload;
   if (payload > options.max_bytes) {

@@ -90,8 +90,8 @@ Entry parse_entry(const std::string& name, const json& e, std::string_view sourc
   if (!dtype) bad(source, where + "unsupported dtype '" + e["dtype"].get<std::string>() + "'");
   out.dtype = *dtype;
   if (!e["shape"].is_array() || e["shape"].size() > 16) bad(source, where + "bad shape");
-  std::uint64_t elements = 1;
-  bool overflow = false;
+  std::uint64_t elements = 1, span = 1;
+  bool overflow = false, span_overflow = false;
   std::vector<std::int64_t> dims;
   for (const json& d : e["shape"]) {
     if (!d.is_number_unsigned() || d.get<std::uint64_t>() > (std::uint64_t{1} << 62)) {
@@ -100,6 +100,11 @@ Entry parse_entry(const std::string& name, const json& e, std::string_view sourc
     const std::uint64_t v = d.get<std::uint64_t>();
     overflow = overflow || (v != 0 && elements > UINT64_MAX / v);
     elements *= v;
+    // With a zero extent there are no elements whatever the others are, but the tensor is made
+    // with all of them: their product with zeros counted as one must fit an int64 too.
+    const std::uint64_t w = v == 0 ? 1 : v;
+    span_overflow = span_overflow || span > static_cast<std::uint64_t>(INT64_MAX) / w;
+    span *= span_overflow ? 1 : w;
     dims.push_back(static_cast<std::int64_t>(v));
   }
   const std::uint64_t size = dtype_size(out.dtype);
@@ -116,6 +121,9 @@ Entry parse_entry(const std::string& name, const json& e, std::string_view sourc
     bad(source, where + "shape and dtype need " +
                     (overflow ? std::string("more than 2^64") : std::to_string(elements * size)) +
                     " bytes, data_offsets give " + std::to_string(out.end - out.begin));
+  }
+  if (span_overflow) {
+    bad(source, where + "the product of the shape's extents does not fit a 64-bit integer");
   }
   out.shape = Shape(dims);
   return out;

@@ -355,6 +355,13 @@ TEST(IdxReaderTest, RejectsDimensionsWhoseProductOverflows) {
   // The element count fits in 64 bits, the byte count (x8 for double) does not.
   write_plain(dir.file("bad2"), header(0x0E, {0x80000000u, 0x80000000u, 4}));
   expect_rejected(dir.file("bad2"), "more bytes than 2^64");
+  // No elements (a zero extent), but the other extents multiply past int64: found by idx_fuzz
+  // (the tensor's strides overflowed).
+  write_plain(dir.file("empty-huge"), header(0x08, {0, 0xfb001500u, 0x5a, 0xfefa0426u}));
+  expect_rejected(dir.file("empty-huge"), "multiply (zeros aside) past 2^63");
+  // An empty tensor with modest extents still loads.
+  write_plain(dir.file("empty"), header(0x08, {0, 28, 28}));
+  EXPECT_EQ(read_idx(dir.file("empty")).shape(), Shape({0, 28, 28}));
 }
 
 // Peak tensor memory while `fn` runs, above what was live before.

@@ -138,6 +138,8 @@ TEST(SafetensorsTest, BadHeadersAreIOErrorsNamingTheProblem) {
       {R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", "non-negative integer"},
       {R"({"a":{"dtype":"F32","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,8]}})",
        "more than 2^64"},
+      {R"({"a":{"dtype":"F32","shape":[0,1099511627776,1099511627776],"data_offsets":[0,0]}})",
+       "does not fit a 64-bit integer"},
       {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", "a hole before it"},
       {R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
        "overlaps"},

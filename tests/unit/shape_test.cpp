@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mixprec/error.h"
 
@@ -18,6 +20,16 @@ TEST(ShapeTest, NumelMultipliesExtents) {
   EXPECT_EQ(Shape{}.rank(), 0);
   EXPECT_EQ(Shape({2, 3, 4}).rank(), 3);
   EXPECT_EQ(Shape({2, 3, 4})[1], 3);
+}
+
+TEST(ShapeTest, ContiguousStridesRefuseExtentsWhoseProductOverflows) {
+  EXPECT_EQ(contiguous_strides(Shape({2, 3, 4})), (std::vector<std::int64_t>{12, 4, 1}));
+  EXPECT_EQ(contiguous_strides(Shape({4, 0, 3})), (std::vector<std::int64_t>{0, 3, 1}));
+  // No elements, yet the extents after the zero multiply past int64 (a fuzzed IDX header did
+  // this): refused instead of overflowing.
+  const std::int64_t big = std::int64_t{1} << 40;
+  EXPECT_THROW(contiguous_strides(Shape({0, big, big})), ShapeError);
+  EXPECT_THROW(contiguous_strides(Shape({big, big})), ShapeError);
 }
 
 TEST(ShapeTest, ToStringLooksLikePython) {
