@@ -16,20 +16,6 @@ namespace mixprec {
 
 namespace {
 
-using cpu::BinaryOp;
-
-const char* op_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
-    case BinaryOp::pow: return "pow";
-    case BinaryOp::maximum: return "maximum";
-    case BinaryOp::minimum: return "minimum";
-  }
-  return "binary";
-}
 
 struct BinaryBackward final : autograd::Node {
   BinaryOp op;

@@ -32,7 +32,7 @@ enum class Path { dnnl, reference_wide, reference_storage, cuda_cudnn, cuda_dept
 
 enum class ConvKind { general, depthwise };
 
-Path path_for(const Tensor& x, Accumulation accumulation, const cpu::ConvGeometry& g,
+Path path_for(const Tensor& x, Accumulation accumulation, const ConvGeometry& g,
               ConvKind kind) {
   if (x.device().is_cuda()) {
     // A depthwise op with no channels is an empty grouped one (groups = 1): cuDNN's path returns
@@ -54,7 +54,7 @@ cpu::ConvAccumulation reference_accumulation(Path path) {
                                          : cpu::ConvAccumulation::wide;
 }
 
-Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const cpu::ConvGeometry& g,
+Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g,
                Path path, Accumulation accumulation, cuda::ConvPrepared* prepared) {
   switch (path) {
     case Path::dnnl: return cpu::conv2d_forward(x, w, b, g);
@@ -68,7 +68,7 @@ Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const cpu::Con
 
 // `w` / `x`: the HWIO filters / the input, or, on the cuDNN path, what its forward prepared (the
 // KRSC filters / the padded input: cuda::ConvPrepared), whichever the node kept.
-Tensor backward_data(const Tensor& g, const Tensor& w, const cpu::ConvGeometry& geometry, Path path,
+Tensor backward_data(const Tensor& g, const Tensor& w, const ConvGeometry& geometry, Path path,
                      Accumulation accumulation, const Tensor& krsc) {
   switch (path) {
     case Path::dnnl: return cpu::conv2d_backward_data(g, w, geometry);
@@ -80,7 +80,7 @@ Tensor backward_data(const Tensor& g, const Tensor& w, const cpu::ConvGeometry& 
   return cpu::conv2d_reference_backward_data(g, w, geometry, reference_accumulation(path));
 }
 
-Tensor backward_filters(const Tensor& x, const Tensor& g, const cpu::ConvGeometry& geometry,
+Tensor backward_filters(const Tensor& x, const Tensor& g, const ConvGeometry& geometry,
                         Path path, Accumulation accumulation, const Tensor& padded_input) {
   switch (path) {
     case Path::dnnl: return cpu::conv2d_backward_filters(x, g, geometry);
@@ -99,7 +99,7 @@ struct Conv2dBackward final : autograd::Node {
   // The cuDNN path keeps what its forward built instead (the same sizes): the padded input in
   // place of x, the KRSC filters in place of the HWIO ones.
   Tensor cuda_input, cuda_krsc;
-  cpu::ConvGeometry geometry;
+  ConvGeometry geometry;
   DType dtype = DType::float32;
   Path path = Path::dnnl;
   Accumulation accumulation = Accumulation::float32;
@@ -132,10 +132,10 @@ void check_rank4(const char* op, const char* what, const Tensor& t, const char* 
 // The geometry of x (N, H, W, Cin) and `filters` in grouped HWIO form (KH, KW, Cin / groups, Cout),
 // after the window checks (ops/window.h: positive sizes, a `valid` window that fits) and the bias
 // shape check; the caller has checked ranks, dtypes and channel counts.
-cpu::ConvGeometry make_geometry(const char* op, const Tensor& x, const Tensor& filters,
+ConvGeometry make_geometry(const char* op, const Tensor& x, const Tensor& filters,
                                 const Tensor& bias, std::int64_t groups,
                                 const Conv2dOptions& options) {
-  cpu::ConvGeometry g;
+  ConvGeometry g;
   g.batch = x.dim(0), g.in_h = x.dim(1), g.in_w = x.dim(2), g.in_channels = x.dim(3);
   g.kernel_h = filters.dim(0), g.kernel_w = filters.dim(1), g.out_channels = filters.dim(3);
   g.groups = groups;
@@ -166,7 +166,7 @@ void check_common(const char* op, const Tensor& x, const Tensor& filters, const 
 // The forward of both ops on grouped HWIO filters, and its autograd record against the tensors
 // the user passed (`user_filters` may be the depthwise form; `filters` is a view of it).
 Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filters,
-                 const Tensor& bias, const cpu::ConvGeometry& g, Accumulation accumulation,
+                 const Tensor& bias, const ConvGeometry& g, Accumulation accumulation,
                  ConvKind kind) {
   const Path path = path_for(x, accumulation, g, kind);
   const Tensor xc = x.detach().contiguous(), wc = filters.detach().contiguous();
@@ -226,7 +226,7 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
                      str(cout) + " output channels, not divisible by groups " + str(groups) +
                      "; use a multiple of groups");
   }
-  const cpu::ConvGeometry g = make_geometry(op, x, filters, bias, groups, options);
+  const ConvGeometry g = make_geometry(op, x, filters, bias, groups, options);
   return conv_impl(x, filters, filters, bias, g, options.accumulation, ConvKind::general);
 }
 
@@ -248,7 +248,7 @@ Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, const Tensor& bi
   // output that the reference path produces.
   const Tensor grouped =
       reshape(filters, Shape{filters.dim(0), filters.dim(1), c > 0 ? 1 : 0, c * m});
-  const cpu::ConvGeometry g = make_geometry(op, x, grouped, bias, c > 0 ? c : 1, options);
+  const ConvGeometry g = make_geometry(op, x, grouped, bias, c > 0 ? c : 1, options);
   return conv_impl(x, filters, grouped, bias, g, options.accumulation, ConvKind::depthwise);
 }
 

@@ -151,7 +151,7 @@ struct DenseEpilogueBackward final : autograd::Node {
     const Tensor g2 = reshape(g, Shape{folded_rows(x_shape), g.dim(-1)});
     Tensor dz = g2;  // dz = dy * act'(z), (M, N)
     if (activation == SavedActivation::pre_activation) {
-      dz = cuda::unary_backward(cuda::UnaryOp::gelu_tanh, g2, saved, saved);
+      dz = cuda::unary_backward(UnaryOp::gelu_tanh, g2, saved, saved);
     }
     const bool wants_bias = next.size() > 2 && next[2] != nullptr;
     const BiasGradRoute route = ops::detail::bias_grad_route(
@@ -174,7 +174,7 @@ struct DenseEpilogueBackward final : autograd::Node {
       // 16-bit sum could overflow to inf at a large loss scale and skip the step for nothing.
       const DType sum_dtype = ops::detail::row_reduction_dtype(dz.dtype());
       const Tensor dz_sum = dz.dtype() == sum_dtype ? dz : cuda::cast(dz, sum_dtype);
-      db = reshape(cuda::reduce(cuda::ReduceOp::sum, dz_sum, {true, false}), Shape{dz.dim(1)});
+      db = reshape(cuda::reduce(ReduceOp::sum, dz_sum, {true, false}), Shape{dz.dim(1)});
     }
     if (db.defined() && db.dtype() != bias_dtype) db = cuda::cast(db, bias_dtype);
     if (next[0]) dx = reshape(cuda::matmul(dz, w, Transpose::no, Transpose::yes), x_shape);

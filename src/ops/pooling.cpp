@@ -27,8 +27,8 @@ void check_image(const char* op, const Tensor& x) {
 }
 
 struct Pool2dBackward final : autograd::Node {
-  cpu::PoolKind kind = cpu::PoolKind::max;
-  cpu::PoolGeometry geometry;
+  PoolKind kind = PoolKind::max;
+  PoolGeometry geometry;
   cpu::PoolState state;
   Tensor cuda_argmax;  // CUDA max pooling: the forward's choice in each window (int32)
   bool on_cuda = false;
@@ -38,13 +38,13 @@ struct Pool2dBackward final : autograd::Node {
     const Tensor g = grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype);
     if (on_cuda) {
       return {cuda::pool2d_backward(
-          kind == cpu::PoolKind::max ? cuda::PoolMode::max : cuda::PoolMode::average, g.detach(),
+          kind == PoolKind::max ? cuda::PoolMode::max : cuda::PoolMode::average, g.detach(),
           cuda_argmax, geometry)};
     }
     return {cpu::pool2d_backward(kind, g.detach(), state, geometry)};
   }
   std::string name() const override {
-    return kind == cpu::PoolKind::max ? "MaxPool2dBackward" : "AvgPool2dBackward";
+    return kind == PoolKind::max ? "MaxPool2dBackward" : "AvgPool2dBackward";
   }
   void release_saved() override {
     state = cpu::PoolState{};
@@ -52,9 +52,9 @@ struct Pool2dBackward final : autograd::Node {
   }
 };
 
-Tensor pool2d(cpu::PoolKind kind, const char* op, const Tensor& x, const Pool2dOptions& options) {
+Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const Pool2dOptions& options) {
   check_image(op, x);
-  cpu::PoolGeometry g;
+  PoolGeometry g;
   g.batch = x.dim(0), g.in_h = x.dim(1), g.in_w = x.dim(2), g.channels = x.dim(3);
   // Pooling windows are not dilated; window_dim checks sizes and strides (>= 1) and that a
   // `valid` window fits the input.
@@ -70,7 +70,7 @@ Tensor pool2d(cpu::PoolKind kind, const char* op, const Tensor& x, const Pool2dO
   const bool record = autograd::needs_record({&x});
   if (x.device().is_cuda()) {
     cuda::PoolOutput r = cuda::pool2d_forward(
-        kind == cpu::PoolKind::max ? cuda::PoolMode::max : cuda::PoolMode::average, x.detach(), g,
+        kind == PoolKind::max ? cuda::PoolMode::max : cuda::PoolMode::average, x.detach(), g,
         record ? cuda::SaveArgmax::yes : cuda::SaveArgmax::no);
     if (!record) return r.y;
     auto node = std::make_shared<Pool2dBackward>();
@@ -95,11 +95,11 @@ Tensor pool2d(cpu::PoolKind kind, const char* op, const Tensor& x, const Pool2dO
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
-  return pool2d(cpu::PoolKind::max, "max_pool2d", x, options);
+  return pool2d(PoolKind::max, "max_pool2d", x, options);
 }
 
 Tensor avg_pool2d(const Tensor& x, const Pool2dOptions& options) {
-  return pool2d(cpu::PoolKind::average, "avg_pool2d", x, options);
+  return pool2d(PoolKind::average, "avg_pool2d", x, options);
 }
 
 Tensor global_avg_pool2d(const Tensor& x, KeepDims keep) {

@@ -28,7 +28,7 @@ std::vector<bool> axis_mask(const char* op, const Tensor& x, const std::vector<i
   return mask;
 }
 
-Tensor reduce_kernel(cpu::ReduceOp op, const Tensor& x, const std::vector<bool>& mask,
+Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<bool>& mask,
                      double scale = 1.0) {
   return x.device().is_cuda() ? cuda::reduce(op, x, mask, scale) : cpu::reduce(op, x, mask, scale);
 }
@@ -79,11 +79,11 @@ struct MaxBackward final : autograd::Node {
   void release_saved() override { x = kept_max = Tensor(); }
 };
 
-Tensor reduce_op(cpu::ReduceOp op, const char* name, const Tensor& x, const std::vector<int>& axes,
+Tensor reduce_op(ReduceOp op, const char* name, const Tensor& x, const std::vector<int>& axes,
                  KeepDims keep, bool is_mean) {
   ops::check_floating(name, x);
   const auto mask = axis_mask(name, x, axes);
-  if (op == cpu::ReduceOp::max) {
+  if (op == ReduceOp::max) {
     for (int i = 0; i < x.rank(); ++i) {
       if (mask[static_cast<std::size_t>(i)] && x.shape()[i] == 0) {
         throw ShapeError(std::string(name) + ": cannot reduce the empty axis " + std::to_string(i) +
@@ -101,7 +101,7 @@ Tensor reduce_op(cpu::ReduceOp op, const char* name, const Tensor& x, const std:
   Tensor kept = reduce_kernel(op, x, mask, scale);
   Tensor out = reshape(kept, reduced_shape(x.shape(), mask, keep)).detach();
   if (!autograd::needs_record({&x})) return out;
-  if (op == cpu::ReduceOp::sum) {
+  if (op == ReduceOp::sum) {
     auto node = std::make_shared<SumBackward>();
     node->input_shape = x.shape();
     node->kept_shape = kept.shape();
@@ -131,13 +131,13 @@ struct BroadcastBackward final : autograd::Node {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int>& axes, KeepDims keep) {
-  return reduce_op(cpu::ReduceOp::sum, "sum", x, axes, keep, false);
+  return reduce_op(ReduceOp::sum, "sum", x, axes, keep, false);
 }
 Tensor mean(const Tensor& x, const std::vector<int>& axes, KeepDims keep) {
-  return reduce_op(cpu::ReduceOp::sum, "mean", x, axes, keep, true);
+  return reduce_op(ReduceOp::sum, "mean", x, axes, keep, true);
 }
 Tensor max(const Tensor& x, const std::vector<int>& axes, KeepDims keep) {
-  return reduce_op(cpu::ReduceOp::max, "max", x, axes, keep, false);
+  return reduce_op(ReduceOp::max, "max", x, axes, keep, false);
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
@@ -153,7 +153,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   for (int i = 0; i < x.rank(); ++i) {
     mask[static_cast<std::size_t>(i)] = i < lead || (shape[i - lead] == 1 && x.shape()[i] != 1);
   }
-  Tensor out = reshape(reduce_kernel(cpu::ReduceOp::sum, x, mask), shape).detach();
+  Tensor out = reshape(reduce_kernel(ReduceOp::sum, x, mask), shape).detach();
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<SumToBackward>();
   node->input_shape = x.shape();

@@ -12,7 +12,7 @@ namespace mixprec {
 
 namespace {
 
-Tensor compare_op(cpu::CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
+Tensor compare_op(CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
   ops::check_same_dtype_device(name, a, b);
   broadcast_shapes(a.shape(), b.shape(), name);
   return a.device().is_cuda() ? cuda::compare(op, a, b) : cpu::compare(op, a, b);
@@ -37,22 +37,22 @@ struct WhereBackward final : autograd::Node {
 }  // namespace
 
 Tensor equal(const Tensor& a, const Tensor& b) {
-  return compare_op(cpu::CompareOp::equal, "equal", a, b);
+  return compare_op(CompareOp::equal, "equal", a, b);
 }
 Tensor not_equal(const Tensor& a, const Tensor& b) {
-  return compare_op(cpu::CompareOp::not_equal, "not_equal", a, b);
+  return compare_op(CompareOp::not_equal, "not_equal", a, b);
 }
 Tensor less(const Tensor& a, const Tensor& b) {
-  return compare_op(cpu::CompareOp::less, "less", a, b);
+  return compare_op(CompareOp::less, "less", a, b);
 }
 Tensor less_equal(const Tensor& a, const Tensor& b) {
-  return compare_op(cpu::CompareOp::less_equal, "less_equal", a, b);
+  return compare_op(CompareOp::less_equal, "less_equal", a, b);
 }
 Tensor greater(const Tensor& a, const Tensor& b) {
-  return compare_op(cpu::CompareOp::greater, "greater", a, b);
+  return compare_op(CompareOp::greater, "greater", a, b);
 }
 Tensor greater_equal(const Tensor& a, const Tensor& b) {
-  return compare_op(cpu::CompareOp::greater_equal, "greater_equal", a, b);
+  return compare_op(CompareOp::greater_equal, "greater_equal", a, b);
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {

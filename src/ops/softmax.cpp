@@ -12,11 +12,6 @@ namespace mixprec {
 
 namespace {
 
-using cpu::SoftmaxKind;
-
-const char* op_name(SoftmaxKind kind) {
-  return kind == SoftmaxKind::softmax ? "softmax" : "log_softmax";
-}
 
 struct SoftmaxBackward final : autograd::Node {
   SoftmaxKind kind = SoftmaxKind::softmax;

@@ -11,26 +11,6 @@ namespace mixprec {
 
 namespace {
 
-using cpu::UnaryOp;
-
-const char* op_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::rsqrt: return "rsqrt";
-    case UnaryOp::abs: return "abs";
-    case UnaryOp::relu: return "relu";
-    case UnaryOp::relu6: return "relu6";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::gelu: return "gelu";
-    case UnaryOp::gelu_tanh: return "gelu(tanh)";
-    case UnaryOp::silu: return "silu";
-  }
-  return "unary";
-}
 
 struct UnaryBackward final : autograd::Node {
   UnaryOp op;

@@ -338,7 +338,7 @@ TEST(ConvBackward, OneDnnFloat32MatchesReference) {
     const auto grads = grad(sum(mul(y, dy)), inputs);
 
     // The exact gradients: the reference loops on float64 copies of the same values.
-    cpu::ConvGeometry g;
+    ConvGeometry g;
     const Axis ah = tf_axis(c.h, c.kh, c.strides[0], c.dilation[0], c.padding);
     const Axis aw = tf_axis(c.w, c.kw, c.strides[1], c.dilation[1], c.padding);
     g.batch = c.n, g.in_h = c.h, g.in_w = c.w, g.in_channels = c.cin;

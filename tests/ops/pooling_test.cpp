@@ -154,11 +154,11 @@ TEST(PoolForward, OneDnnMatchesReference) {
     Tensor xg = x.detach();
     xg.set_requires_grad(true);
     for (Kind kind : {Kind::max, Kind::avg}) {
-      const auto pk = kind == Kind::max ? cpu::PoolKind::max : cpu::PoolKind::average;
+      const auto pk = kind == Kind::max ? PoolKind::max : PoolKind::average;
       const Tensor y = run(kind, xg, c);
       const Tensor dy = normal(y.shape(), seed + 100);
       const Tensor dx = grad(sum(mul(y, dy)), {xg})[0];
-      cpu::PoolGeometry g;
+      PoolGeometry g;
       const Axis ah = tf_axis(c.h, c.pool[0], c.strides[0], c.padding);
       const Axis aw = tf_axis(c.w, c.pool[1], c.strides[1], c.padding);
       g.batch = c.n, g.in_h = c.h, g.in_w = c.w, g.channels = c.c;

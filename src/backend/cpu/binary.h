@@ -1,11 +1,11 @@
 // CPU kernels of the broadcasting binary ops (forward and the fused gradient helpers).
 #pragma once
 
+#include "core/op_kinds.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
 
-enum class BinaryOp { add, sub, mul, div, pow, maximum, minimum };
 
 // out = a (op) b with broadcasting; a and b have the same floating dtype; out is a new tensor of
 // the broadcast shape.

@@ -5,22 +5,12 @@
 #include <cstdint>
 
 #include "backend/cpu/dnnl_context.h"
+#include "core/window_geometry.h"
+#include "core/op_kinds.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
 
-enum class PoolKind { max, average };
-
-// x (batch, in_h, in_w, channels) -> y (batch, out_h, out_w, channels). Window (oh, ow) covers
-// rows oh * stride_h - pad_top + [0, window_h) and likewise columns; positions outside the input
-// are padding, which never wins a max and is not counted by an average (Keras/TensorFlow:
-// oneDNN's pooling_avg_exclude_padding). pad_bottom/pad_right complete the padded extent.
-struct PoolGeometry {
-  std::int64_t batch = 0, in_h = 0, in_w = 0, channels = 0;
-  std::int64_t window_h = 1, window_w = 1, stride_h = 1, stride_w = 1;
-  std::int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
-  std::int64_t out_h = 0, out_w = 0;
-};
 
 // What the backward of a pooling needs besides dy. Max pooling on oneDNN keeps oneDNN's workspace
 // (where each window's maximum was), and the data type it ran in, because the backward must use

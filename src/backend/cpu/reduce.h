@@ -3,11 +3,11 @@
 
 #include <vector>
 
+#include "core/op_kinds.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
 
-enum class ReduceOp { sum, max };
 
 // Reduces the axes where reduce_axis[i] is true; the result keeps every axis with extent 1 on the
 // reduced ones (callers reshape for keepdims = no). Same dtype as x. Sums are multiplied by `scale`

@@ -1,11 +1,11 @@
 // CPU kernels for comparisons, where and finiteness checks.
 #pragma once
 
+#include "core/op_kinds.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
 
-enum class CompareOp { equal, not_equal, less, less_equal, greater, greater_equal };
 
 // Broadcasting comparison of two tensors of the same dtype; returns bool.
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b);

@@ -3,11 +3,11 @@
 // computed there with the max subtracted, and rounded once into the output dtype.
 #pragma once
 
+#include "core/op_kinds.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
 
-enum class SoftmaxKind { softmax, log_softmax };
 
 // x of any strides and a floating dtype; `axis` already normalised to [0, rank).
 // Returns a contiguous tensor of x's shape and dtype:

@@ -1,11 +1,11 @@
 // CPU kernels of the elementwise unary ops: forward, and the fused backward dx = g * f'(x).
 #pragma once
 
+#include "core/op_kinds.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
 
-enum class UnaryOp { neg, exp, log, sqrt, rsqrt, abs, relu, relu6, sigmoid, tanh, gelu, gelu_tanh, silu };
 
 Tensor unary(UnaryOp op, const Tensor& x);
 // Gradient of the op at x (with y = op(x), the forward output) for the incoming gradient g;

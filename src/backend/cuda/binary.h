@@ -6,7 +6,6 @@
 
 namespace mixprec::cuda {
 
-using BinaryOp = cpu::BinaryOp;
 
 // out = a (op) b with broadcasting; a and b have the same floating dtype and CUDA device; out is a
 // new contiguous tensor of the broadcast shape.

@@ -1,6 +1,6 @@
 // CUDA 2-D convolution (mirrors cpu/conv.h) on cuDNN 9's convolution API
 // (cudnnConvolutionForward / BackwardData / BackwardFilter), NHWC activations, same geometry struct
-// as the CPU (cpu::ConvGeometry: Keras HWIO filters, TensorFlow `same` padding with the odd
+// as the CPU (ConvGeometry: Keras HWIO filters, TensorFlow `same` padding with the odd
 // row/column at the bottom/right). The op layer (src/ops/conv.cpp) validates and builds the
 // geometry; depthwise convolutions go to depthwise.h instead.
 //
@@ -26,7 +26,6 @@
 
 namespace mixprec::cuda {
 
-using ConvGeometry = cpu::ConvGeometry;
 
 // All tensors contiguous or not, on one CUDA device, of one floating dtype; shapes as in cpu/conv.h
 // (filters in HWIO). bias may be undefined. Return new contiguous tensors.

@@ -16,7 +16,7 @@ namespace {
 using kernels::DepthwiseGeometry;
 using kernels::DepthwiseSum;
 
-DepthwiseGeometry kernel_geometry(const cpu::ConvGeometry& g) {
+DepthwiseGeometry kernel_geometry(const ConvGeometry& g) {
   if (g.in_channels != g.groups || g.in_per_group() != 1) {
     throw Error(
         "cuda::depthwise: expected the grouped geometry of a depthwise convolution "
@@ -53,18 +53,18 @@ void check_operand(const char* what, const Tensor& t, std::int64_t numel, DType 
   }
 }
 
-Shape x_shape(const cpu::ConvGeometry& g) { return Shape{g.batch, g.in_h, g.in_w, g.in_channels}; }
-Shape y_shape(const cpu::ConvGeometry& g) {
+Shape x_shape(const ConvGeometry& g) { return Shape{g.batch, g.in_h, g.in_w, g.in_channels}; }
+Shape y_shape(const ConvGeometry& g) {
   return Shape{g.batch, g.out_h, g.out_w, g.out_channels};
 }
-Shape filters_shape(const cpu::ConvGeometry& g) {
+Shape filters_shape(const ConvGeometry& g) {
   return Shape{g.kernel_h, g.kernel_w, 1, g.out_channels};
 }
 
 }  // namespace
 
 Tensor depthwise_forward(const Tensor& x, const Tensor& filters, const Tensor& bias,
-                         const cpu::ConvGeometry& g, Accumulation accumulation) {
+                         const ConvGeometry& g, Accumulation accumulation) {
   const DType dtype = x.dtype();
   const Device device = x.device();
   const DepthwiseGeometry k = kernel_geometry(g);
@@ -82,7 +82,7 @@ Tensor depthwise_forward(const Tensor& x, const Tensor& filters, const Tensor& b
   return y;
 }
 
-Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const cpu::ConvGeometry& g,
+Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const ConvGeometry& g,
                                Accumulation accumulation) {
   const DType dtype = dy.dtype();
   const Device device = dy.device();
@@ -102,7 +102,7 @@ Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const cp
   return dx;
 }
 
-Tensor depthwise_backward_filters(const Tensor& x, const Tensor& dy, const cpu::ConvGeometry& g,
+Tensor depthwise_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeometry& g,
                                   Accumulation accumulation) {
   const DType dtype = x.dtype();
   const Device device = x.device();

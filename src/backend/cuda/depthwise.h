@@ -2,7 +2,7 @@
 // grouped convolution serves groups == channels poorly, and depthwise layers dominate EfficientNet.
 // x (N, H, W, C), Keras depthwise filters (KH, KW, C, M) (equivalently the grouped HWIO view
 // (KH, KW, 1, C * M): the same memory), y (N, OH, OW, C * M); output channel oc = c * M + m reads
-// input channel c = oc / M. Geometry and padding as cpu::ConvGeometry with groups = C.
+// input channel c = oc / M. Geometry and padding as ConvGeometry with groups = C.
 //
 // Every kernel is channel-innermost: consecutive threads handle consecutive (output) channels of
 // one pixel, so their loads of x, dy and the filters are coalesced; with 16-bit storage the forward
@@ -22,11 +22,9 @@
 
 #include "mixprec/dtype.h"
 #include "mixprec/ops.h"
+#include "core/window_geometry.h"
 #include "mixprec/tensor.h"
 
-namespace mixprec::cpu {
-struct ConvGeometry;
-}
 
 namespace mixprec::cuda {
 
@@ -34,10 +32,10 @@ namespace mixprec::cuda {
 // grouped geometry g (groups == in_channels, in_per_group() == 1). New contiguous results; the
 // filter gradient has the grouped HWIO shape (KH, KW, 1, C * M).
 Tensor depthwise_forward(const Tensor& x, const Tensor& filters, const Tensor& bias,
-                         const cpu::ConvGeometry& g, Accumulation accumulation);
-Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const cpu::ConvGeometry& g,
+                         const ConvGeometry& g, Accumulation accumulation);
+Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const ConvGeometry& g,
                                Accumulation accumulation);
-Tensor depthwise_backward_filters(const Tensor& x, const Tensor& dy, const cpu::ConvGeometry& g,
+Tensor depthwise_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeometry& g,
                                   Accumulation accumulation);
 
 // The kernel launchers (kernels/*.cu), in builds with the CUDA backend only.

@@ -13,7 +13,7 @@ namespace mixprec::cuda {
 
 namespace {
 
-kernels::PoolShape shape_of(const cpu::PoolGeometry& g) {
+kernels::PoolShape shape_of(const PoolGeometry& g) {
   kernels::PoolShape k;
   k.batch = g.batch, k.in_h = g.in_h, k.in_w = g.in_w, k.channels = g.channels;
   k.window_h = g.window_h, k.window_w = g.window_w, k.stride_h = g.stride_h;
@@ -33,7 +33,7 @@ void check_shape(const char* what, const Tensor& t, const Shape& expected) {
 
 }  // namespace
 
-PoolOutput pool2d_forward(PoolMode mode, const Tensor& x, const cpu::PoolGeometry& g,
+PoolOutput pool2d_forward(PoolMode mode, const Tensor& x, const PoolGeometry& g,
                           SaveArgmax save) {
   check_shape("x", x, Shape{g.batch, g.in_h, g.in_w, g.channels});
   const Shape out_shape{g.batch, g.out_h, g.out_w, g.channels};
@@ -54,7 +54,7 @@ PoolOutput pool2d_forward(PoolMode mode, const Tensor& x, const cpu::PoolGeometr
 }
 
 Tensor pool2d_backward(PoolMode mode, const Tensor& dy, const Tensor& argmax,
-                       const cpu::PoolGeometry& g) {
+                       const PoolGeometry& g) {
   const Shape out_shape{g.batch, g.out_h, g.out_w, g.channels};
   check_shape("dy", dy, out_shape);
   const bool max = mode == PoolMode::max;

@@ -15,11 +15,9 @@
 #include <cstdint>
 
 #include "mixprec/dtype.h"
+#include "core/window_geometry.h"
 #include "mixprec/tensor.h"
 
-namespace mixprec::cpu {
-struct PoolGeometry;
-}
 
 namespace mixprec::cuda {
 
@@ -32,11 +30,11 @@ struct PoolOutput {
 };
 
 // x floating, on a CUDA device, shape (batch, in_h, in_w, channels) of g; any strides.
-PoolOutput pool2d_forward(PoolMode mode, const Tensor& x, const cpu::PoolGeometry& g,
+PoolOutput pool2d_forward(PoolMode mode, const Tensor& x, const PoolGeometry& g,
                           SaveArgmax save);
 // dx (batch, in_h, in_w, channels) from dy (x's dtype); `argmax` from the forward (max only).
 Tensor pool2d_backward(PoolMode mode, const Tensor& dy, const Tensor& argmax,
-                       const cpu::PoolGeometry& g);
+                       const PoolGeometry& g);
 
 // The kernel launchers (kernels/*.cu), in builds with the CUDA backend only.
 #if MIXPREC_HAVE_CUDA

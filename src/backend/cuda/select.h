@@ -6,7 +6,6 @@
 
 namespace mixprec::cuda {
 
-using CompareOp = cpu::CompareOp;
 
 // Broadcasting comparison of two tensors of the same dtype (any dtype); returns bool.
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b);

@@ -6,7 +6,6 @@
 
 namespace mixprec::cuda {
 
-using SoftmaxKind = cpu::SoftmaxKind;
 
 // x of any strides and a floating dtype; `axis` normalised. Returns a contiguous tensor of x's
 // shape and dtype (formulas in cpu/softmax.h).

@@ -182,15 +182,15 @@ Tensor conv2d_backward_filters(const Tensor&, const Tensor& dy, const ConvGeomet
   no_backend("conv2d on " + dy.device().to_string());
 }
 ConvCacheStats conv_cache_stats() { return {}; }
-Tensor depthwise_forward(const Tensor& x, const Tensor&, const Tensor&, const cpu::ConvGeometry&,
+Tensor depthwise_forward(const Tensor& x, const Tensor&, const Tensor&, const ConvGeometry&,
                          Accumulation) {
   no_backend("depthwise_conv2d on " + x.device().to_string());
 }
-Tensor depthwise_backward_data(const Tensor& dy, const Tensor&, const cpu::ConvGeometry&,
+Tensor depthwise_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&,
                                Accumulation) {
   no_backend("depthwise_conv2d on " + dy.device().to_string());
 }
-Tensor depthwise_backward_filters(const Tensor& x, const Tensor&, const cpu::ConvGeometry&,
+Tensor depthwise_backward_filters(const Tensor& x, const Tensor&, const ConvGeometry&,
                                   Accumulation) {
   no_backend("depthwise_conv2d on " + x.device().to_string());
 }
@@ -206,10 +206,10 @@ BatchNormBackwardOutput batch_norm_backward(const Tensor&, const Tensor& x, cons
                                             BatchNormStatistics) {
   no_backend("batch_norm on " + x.device().to_string());
 }
-PoolOutput pool2d_forward(PoolMode, const Tensor& x, const cpu::PoolGeometry&, SaveArgmax) {
+PoolOutput pool2d_forward(PoolMode, const Tensor& x, const PoolGeometry&, SaveArgmax) {
   no_backend("pooling on " + x.device().to_string());
 }
-Tensor pool2d_backward(PoolMode, const Tensor& dy, const Tensor&, const cpu::PoolGeometry&) {
+Tensor pool2d_backward(PoolMode, const Tensor& dy, const Tensor&, const PoolGeometry&) {
   no_backend("pooling on " + dy.device().to_string());
 }
 Tensor zero_pad2d(const Tensor& x, std::int64_t, std::int64_t, std::int64_t, std::int64_t) {

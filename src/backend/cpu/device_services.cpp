@@ -1,0 +1,9 @@
+// The cpu backend's DeviceServices table (backend/device_services.h).
+#include "backend/device_services.h"
+
+namespace mixprec::cpu {
+
+extern const DeviceServices kDeviceServices;
+const DeviceServices kDeviceServices{};
+
+}  // namespace mixprec::cpu

@@ -1,0 +1,22 @@
+// The cuda backend: its tables, gathered into the one Backend that registry.cpp returns for
+// DeviceType::cuda.
+#include "backend/backend.h"
+
+namespace mixprec::cuda {
+
+extern const DeviceRuntime kDeviceRuntime;      // device_runtime.cpp
+extern const TensorKernels kTensorKernels;      // tensor_kernels.cpp
+extern const NnKernels kNnKernels;              // nn_kernels.cpp
+extern const TrainingKernels kTrainingKernels;  // training_kernels.cpp
+extern const DeviceServices kDeviceServices;    // device_services.cpp
+
+extern const Backend kBackend;
+const Backend kBackend{.type = DeviceType::cuda,
+                       .name = "cuda",
+                       .runtime = &kDeviceRuntime,
+                       .tensor = &kTensorKernels,
+                       .nn = &kNnKernels,
+                       .training = &kTrainingKernels,
+                       .services = &kDeviceServices};
+
+}  // namespace mixprec::cuda

@@ -1,0 +1,9 @@
+// The cuda backend's NnKernels table (backend/nn_kernels.h).
+#include "backend/nn_kernels.h"
+
+namespace mixprec::cuda {
+
+extern const NnKernels kNnKernels;
+const NnKernels kNnKernels{};
+
+}  // namespace mixprec::cuda

@@ -1,0 +1,9 @@
+// The cuda backend's TensorKernels table (backend/tensor_kernels.h).
+#include "backend/tensor_kernels.h"
+
+namespace mixprec::cuda {
+
+extern const TensorKernels kTensorKernels;
+const TensorKernels kTensorKernels{};
+
+}  // namespace mixprec::cuda
