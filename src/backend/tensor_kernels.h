@@ -1,12 +1,66 @@
-// Elementwise, comparison, reduction, softmax, cast, copy, concat and indexing kernels of one
-// device kind.
+// The tensor kernels of one device kind: elementwise arithmetic and activations, comparisons and
+// selection, reductions, softmax, casts, copies, concatenation and indexing, dropout's mask.
+//
+// The ops (src/ops/) check dtypes, shapes and devices before calling an entry, so an entry may
+// assume: every tensor argument is defined and on this backend's device; dtypes are the ones the
+// op allows; shapes agree as the entry's comment says. Entries that return a tensor return a new
+// contiguous one unless said otherwise. No entry may be null.
 #pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/op_kinds.h"
+#include "mixprec/tensor.h"
 
 namespace mixprec {
 
 struct TensorKernels {
-  // Entries are added as the ops move behind the interface (issue 10).
-  int unused = 0;
+  // ---- elementwise ----
+  // y = op(x), x floating, y of x's shape and dtype.
+  Tensor (*unary)(UnaryOp op, const Tensor& x);
+  // dx = g * op'(x) (y = op(x) where the derivative is cheaper from it), all of one shape/dtype.
+  Tensor (*unary_backward)(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y);
+  // a (op) b with broadcasting; one floating dtype.
+  Tensor (*binary)(BinaryOp op, const Tensor& a, const Tensor& b);
+  // a (op) b with broadcasting, bool result.
+  Tensor (*compare)(CompareOp op, const Tensor& a, const Tensor& b);
+  // cond ? a : b with broadcasting (cond bool).
+  Tensor (*where)(const Tensor& cond, const Tensor& a, const Tensor& b);
+  Tensor (*is_finite)(const Tensor& x);  // bool, x's shape
+  bool (*all_finite)(const Tensor& x);   // waits for the device
+
+  // ---- reductions ----
+  // The reduction over the axes i with reduce_axis[i] (kept as extent 1), times scale; 16-bit
+  // inputs accumulate in float32 and are rounded once.
+  Tensor (*reduce)(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis,
+                   double scale);
+  Tensor (*softmax_forward)(SoftmaxKind kind, const Tensor& x, int axis);
+  Tensor (*softmax_backward)(SoftmaxKind kind, const Tensor& g, const Tensor& y, int axis);
+
+  // ---- dtype, copies, fills ----
+  Tensor (*cast)(const Tensor& x, DType dtype);  // any dtypes, a new contiguous tensor
+  // dst = src element for element: same shape and dtype, any strides on both sides.
+  void (*copy)(const Tensor& src, const Tensor& dst);
+  void (*fill)(const Tensor& t, double value);  // t contiguous
+
+  // ---- concatenation and indexing ----
+  // out (contiguous, the concatenated shape) = inputs joined along `axis`.
+  void (*concat)(const std::vector<Tensor>& inputs, int axis, const Tensor& out);
+  // g cut along `axis` into pieces of `extents`; only the pieces with wanted[i] are made.
+  std::vector<Tensor> (*split)(const Tensor& g, int axis, const std::vector<std::int64_t>& extents,
+                               const std::vector<bool>& wanted);
+  // out (int64, x's shape without `axis`) = the first index of each maximum along `axis`.
+  void (*argmax)(const Tensor& x, int axis, const Tensor& out);
+  // out (indices' shape + (depth,), floating) = one-hot rows. An index outside [0, depth): the
+  // CPU throws ValueError before writing; a GPU writes a row of NaN (no host synchronisation).
+  void (*one_hot)(const Tensor& indices, std::int64_t depth, const Tensor& out);
+
+  // ---- dropout ----
+  // x * mask / keep, mask from the counter-based generator (core/counter_hash.h): element i is
+  // kept when hash(base + i) < threshold. The same (base, threshold) gives the same mask on
+  // every device.
+  Tensor (*dropout)(const Tensor& x, std::uint64_t base, std::uint64_t threshold, double keep);
 };
 
 }  // namespace mixprec
