@@ -1,7 +1,7 @@
 #include "autograd/node.h"
 
-#include "backend/cpu/copy.h"
-#include "backend/cuda/copy.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/ops.h"
@@ -35,12 +35,7 @@ std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
 
 Tensor fresh_copy(const Tensor& t) {
   Tensor out = core::make_tensor(t.shape(), t.dtype(), t.device());
-  if (t.device().is_cuda()) {
-    cuda::copy_strided(t.detach(), out);
-  } else {
-    cpu::strided_to_contiguous(t.data_ptr(), t.shape(), t.strides(), dtype_size(t.dtype()),
-                               out.data_ptr());
-  }
+  backend_for(t.device()).tensor->copy(t.detach(), out);
   return out;
 }
 

@@ -14,8 +14,8 @@
 namespace mixprec {
 
 struct DeviceRuntime {
-  int (*device_count)();                  // devices of this kind present (0: none usable)
-  void (*synchronize)(Device device);     // waits until the device's queued work is done
+  int (*device_count)();                       // devices of this kind present (0: none usable)
+  void (*synchronize)(Device device);          // waits until the device's queued work is done
   std::vector<PhysicalDevice> (*enumerate)();  // for list_physical_devices()
 
   // Memory of `device`; allocate throws DeviceError when out of memory or the device does not

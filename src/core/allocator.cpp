@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/device_runtime.h"
 #include "mixprec/error.h"
 #include "mixprec/memory.h"
 
@@ -153,6 +155,8 @@ void cpu_deallocate(void* ptr, std::size_t bytes) {
   std::free(ptr);
 }
 
+void cpu_release_cached() { block_cache().release_all(); }
+
 std::size_t cpu_cached_bytes() {
   std::lock_guard<std::mutex> lock(block_cache().mutex);
   return block_cache().cached_bytes;
@@ -163,18 +167,13 @@ std::size_t cpu_cached_bytes() {
 MemoryStats memory_stats(Device device) {
   Counters& c = counters(device);
   MemoryStats stats{c.current.load(), c.peak.load(), c.allocations.load(), 0};
-  stats.cached_bytes = device.is_cpu() ? static_cast<std::int64_t>(core::cpu_cached_bytes())
-                                       : core::device_cached_bytes(device);
+  stats.cached_bytes = backend_for(device).runtime->cached_bytes(device);
   return stats;
 }
 
 void empty_cache(Device device) {
-  if (device.is_cpu()) {
-    core::block_cache().release_all();
-  } else {
-    counters(device);  // validates the index
-    core::device_empty_cache(device);
-  }
+  counters(device);  // validates the index
+  backend_for(device).runtime->empty_cache(device);
 }
 
 void reset_peak_memory_stats(Device device) {

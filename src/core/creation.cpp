@@ -5,11 +5,12 @@
 #include <string>
 #include <type_traits>
 
-#include "backend/cuda/copy.h"
-#include "backend/cuda/transfer.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
+#include "core/transfer.h"
 #include "mixprec/error.h"
 
 namespace mixprec {
@@ -19,7 +20,7 @@ namespace {
 // Host-built values (from_vector, arange, random) are made on the CPU and copied to a CUDA
 // device in one transfer.
 Tensor finish(Tensor t, const TensorOptions& options) {
-  if (!(t.device() == options.device)) t = cuda::to_device(t, options.device);
+  t = core::transfer(t, options.device);
   if (options.requires_grad) t.set_requires_grad(true);
   return t;
 }
@@ -61,29 +62,14 @@ Tensor empty(const Shape& shape, TensorOptions options) {
   return finish(core::make_tensor(shape, options.dtype, options.device), options);
 }
 
+// Filled where the tensor lives (on a GPU: a fill kernel or cudaMemsetAsync).
 Tensor full(const Shape& shape, double value, TensorOptions options) {
-  if (options.device.is_cuda()) {  // filled on the GPU
-    return finish(cuda::full(shape, value, options.dtype, options.device), options);
-  }
   Tensor t = core::make_tensor(shape, options.dtype, options.device);
-  core::dispatch_dtype(options.dtype, [&]<typename T>() {
-    const T v = core::from_double<T>(value);
-    T* out = static_cast<T*>(t.data_ptr());
-    const std::int64_t n = shape.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
-    for (std::int64_t i = 0; i < n; ++i) out[i] = v;
-  });
+  backend_for(options.device).tensor->fill(t, value);
   return finish(t, options);
 }
 
-Tensor zeros(const Shape& shape, TensorOptions options) {
-  if (options.device.is_cuda()) {  // cudaMemsetAsync
-    return finish(cuda::full(shape, 0.0, options.dtype, options.device), options);
-  }
-  Tensor t = core::make_tensor(shape, options.dtype, options.device);
-  std::memset(t.data_ptr(), 0, t.nbytes());  // all-zero bits is 0 in every dtype
-  return finish(t, options);
-}
+Tensor zeros(const Shape& shape, TensorOptions options) { return full(shape, 0.0, options); }
 
 Tensor ones(const Shape& shape, TensorOptions options) { return full(shape, 1.0, options); }
 Tensor zeros_like(const Tensor& t) {

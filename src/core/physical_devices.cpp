@@ -14,6 +14,8 @@
 #include <mutex>
 #include <string>
 
+#include "backend/backend.h"
+#include "backend/device_runtime.h"
 #include "core/physical_devices_registry.h"
 #include "mixprec/error.h"
 #include "mixprec/logging.h"
@@ -117,6 +119,15 @@ const PhysicalDevice& host_cpu() {
   }();
   return cpu;
 }
+
+}  // namespace
+
+std::vector<PhysicalDevice> core::enumerate_cuda_gpus() {
+  const Backend* backend = find_backend(DeviceType::cuda);
+  return backend == nullptr ? std::vector<PhysicalDevice>{} : backend->runtime->enumerate();
+}
+
+namespace {
 
 struct Registry {
   std::mutex mutex;

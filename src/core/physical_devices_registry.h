@@ -20,9 +20,9 @@ using GpuEnumerator = std::function<std::vector<PhysicalDevice>()>;
 // enumerate_cuda_gpus.
 GpuEnumerator register_gpu_enumerator(GpuEnumerator enumerator);
 
-// The CUDA GPUs (name, compute capability, memory) as the CUDA backend sees them; defined by the
-// backend (src/backend/cuda/device_discovery.cpp), empty in a build without it
-// (src/backend/cuda/unavailable.cpp) and on a machine without a usable GPU or driver.
+// The CUDA GPUs (name, compute capability, memory) as the CUDA backend sees them
+// (DeviceRuntime::enumerate); empty in a build without the backend and on a machine without a
+// usable GPU or driver.
 std::vector<PhysicalDevice> enumerate_cuda_gpus();
 
 // The CPU entry built from the text of /proc/cpuinfo and /proc/meminfo (either may be empty or

@@ -1,11 +1,15 @@
-// Storage: one owned allocation on one device (host memory, or GPU memory from the CUDA caching
-// allocator), shared by every tensor that views it.
+// Storage: one owned allocation on one device, from that device's backend (host memory, or GPU
+// memory from the CUDA caching allocator), shared by every tensor that views it.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 
 #include "mixprec/device.h"
+
+namespace mixprec {
+struct DeviceRuntime;
+}
 
 namespace mixprec::core {
 
@@ -24,6 +28,7 @@ class Storage {
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
   Device device_;
+  const DeviceRuntime* runtime_;  // the backend that allocated data_ frees it
 };
 
 }  // namespace mixprec::core

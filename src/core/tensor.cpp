@@ -3,8 +3,8 @@
 #include "mixprec/tensor.h"
 
 #include "autograd/node.h"
-#include "backend/cpu/copy.h"
-#include "backend/cuda/copy.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 
@@ -148,11 +148,7 @@ Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   // A differentiable copy: the gradient of a copy is the gradient itself, reshaped to the view.
   Tensor out = core::make_tensor(shape(), dtype(), device());
-  if (device().is_cuda()) {
-    cuda::copy_strided(detach(), out);
-  } else {
-    cpu::strided_to_contiguous(data_ptr(), shape(), strides(), dtype_size(dtype()), out.data_ptr());
-  }
+  backend_for(device()).tensor->copy(detach(), out);
   struct CopyBackward final : autograd::Node {
     std::vector<Tensor> backward(const Tensor& g) override { return {g}; }
     std::string name() const override { return "ContiguousBackward"; }

@@ -1,12 +1,11 @@
-// Broadcasting binary arithmetic: forward through cpu::binary or cuda::binary (by the operands'
-// device), backward composed of ops and reduced back to each operand's shape with sum_to.
-#include "backend/cpu/binary.h"
-
+// Broadcasting binary arithmetic: forward through the operands' backend (TensorKernels::binary),
+// backward composed of ops and reduced back to each operand's shape with sum_to.
 #include <cmath>
 #include <utility>
 
 #include "autograd/node.h"
-#include "backend/cuda/binary.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
 #include "mixprec/ops.h"
@@ -15,7 +14,6 @@
 namespace mixprec {
 
 namespace {
-
 
 struct BinaryBackward final : autograd::Node {
   BinaryOp op;
@@ -78,7 +76,7 @@ Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
   ops::check_same_dtype_device(name, a, b);
   ops::check_floating(name, a);
   broadcast_shapes(a.shape(), b.shape(), name);  // throws naming this op and both shapes
-  Tensor out = a.device().is_cuda() ? cuda::binary(op, a, b) : cpu::binary(op, a, b);
+  Tensor out = backend_for(a.device()).tensor->binary(op, a, b);
   if (!autograd::needs_record({&a, &b})) return out;
   auto node = std::make_shared<BinaryBackward>();
   node->op = op;

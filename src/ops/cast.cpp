@@ -1,11 +1,10 @@
 // cast / Tensor::to(dtype): differentiable between floating dtypes (the gradient is cast back to
 // the input dtype, so a float32 master variable receives a float32 gradient).
-#include "backend/cpu/cast.h"
-
 #include "autograd/node.h"
-#include "backend/cuda/cast.h"
-#include "backend/cuda/transfer.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "core/dispatch.h"
+#include "core/transfer.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
 
@@ -22,7 +21,7 @@ struct CastBackward final : autograd::Node {
 Tensor cast(const Tensor& x, DType dtype) {
   ops::check_defined("cast", x);
   if (x.dtype() == dtype) return x;
-  Tensor out = x.device().is_cuda() ? cuda::cast(x, dtype) : cpu::cast(x, dtype);
+  Tensor out = backend_for(x.device()).tensor->cast(x, dtype);
   if (!is_floating(dtype) || !autograd::needs_record({&x})) return out;
   auto node = std::make_shared<CastBackward>();
   node->input_dtype = x.dtype();
@@ -32,8 +31,9 @@ Tensor cast(const Tensor& x, DType dtype) {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   // A CUDA tensor is copied to the host first (waits for the GPU).
-  const Tensor host = device().is_cuda() ? cuda::to_device(detach(), Device::cpu()) : detach();
-  const Tensor values = cpu::cast(host, dtype_of<T>());  // always a fresh contiguous copy
+  const Tensor host = core::transfer(detach(), Device::cpu());
+  // Always a fresh contiguous copy.
+  const Tensor values = backend_for(Device::cpu()).tensor->cast(host, dtype_of<T>());
   const T* p = static_cast<const T*>(values.data_ptr());
   return std::vector<T>(p, p + values.numel());
 }

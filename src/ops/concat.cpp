@@ -1,11 +1,10 @@
 // concat along one axis, for every dtype; differentiable: each input gets its slice of the
 // gradient. Kernels in cpu/concat.cpp and cuda/concat.cpp (strided copies), by the device.
-#include "backend/cpu/concat.h"
-
 #include <string>
 
 #include "autograd/node.h"
-#include "backend/cuda/concat.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -21,8 +20,7 @@ struct ConcatBackward final : autograd::Node {
     // Only the inputs with an edge (those that require a gradient) get a copy of their slice.
     std::vector<bool> wanted(extents.size());
     for (std::size_t k = 0; k < extents.size(); ++k) wanted[k] = k < next.size() && next[k];
-    return g.device().is_cuda() ? cuda::split(g, axis, extents, wanted)
-                                : cpu::split(g, axis, extents, wanted);
+    return backend_for(g.device()).tensor->split(g, axis, extents, wanted);
   }
   std::string name() const override { return "ConcatBackward"; }
 };
@@ -79,11 +77,7 @@ Tensor concat(const std::vector<Tensor>& tensors, int axis) {
   }
   dims[static_cast<std::size_t>(a)] = total;
   Tensor out = core::make_tensor(Shape(dims), first.dtype(), first.device());
-  if (out.device().is_cuda()) {
-    cuda::concat(tensors, a, out);
-  } else {
-    cpu::concat(tensors, a, out);
-  }
+  backend_for(out.device()).tensor->concat(tensors, a, out);
   if (!autograd::needs_record(tensors)) return out;
   auto node = std::make_shared<ConcatBackward>();
   node->axis = a;

@@ -1,11 +1,10 @@
 // Reductions (sum, mean, max) and the broadcast pair sum_to / broadcast_to; the reduction kernels
-// are cpu::reduce or cuda::reduce by the tensor's device.
-#include "backend/cpu/reduce.h"
-
+// are the backend's (TensorKernels::reduce) for the tensor's device.
 #include <algorithm>
 
 #include "autograd/node.h"
-#include "backend/cuda/reduce.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
@@ -30,7 +29,7 @@ std::vector<bool> axis_mask(const char* op, const Tensor& x, const std::vector<i
 
 Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<bool>& mask,
                      double scale = 1.0) {
-  return x.device().is_cuda() ? cuda::reduce(op, x, mask, scale) : cpu::reduce(op, x, mask, scale);
+  return backend_for(x.device()).tensor->reduce(op, x, mask, scale);
 }
 
 Shape reduced_shape(const Shape& shape, const std::vector<bool>& mask, KeepDims keep) {

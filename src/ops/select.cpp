@@ -1,9 +1,8 @@
 // Comparisons (not differentiable), where (differentiable in both branches) and finiteness; CPU or
 // CUDA kernels by the operands' device.
-#include "backend/cpu/select.h"
-
 #include "autograd/node.h"
-#include "backend/cuda/select.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "mixprec/creation.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -15,11 +14,11 @@ namespace {
 Tensor compare_op(CompareOp op, const char* name, const Tensor& a, const Tensor& b) {
   ops::check_same_dtype_device(name, a, b);
   broadcast_shapes(a.shape(), b.shape(), name);
-  return a.device().is_cuda() ? cuda::compare(op, a, b) : cpu::compare(op, a, b);
+  return backend_for(a.device()).tensor->compare(op, a, b);
 }
 
 Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  return a.device().is_cuda() ? cuda::where(cond, a, b) : cpu::where(cond, a, b);
+  return backend_for(a.device()).tensor->where(cond, a, b);
 }
 
 struct WhereBackward final : autograd::Node {
@@ -42,9 +41,7 @@ Tensor equal(const Tensor& a, const Tensor& b) {
 Tensor not_equal(const Tensor& a, const Tensor& b) {
   return compare_op(CompareOp::not_equal, "not_equal", a, b);
 }
-Tensor less(const Tensor& a, const Tensor& b) {
-  return compare_op(CompareOp::less, "less", a, b);
-}
+Tensor less(const Tensor& a, const Tensor& b) { return compare_op(CompareOp::less, "less", a, b); }
 Tensor less_equal(const Tensor& a, const Tensor& b) {
   return compare_op(CompareOp::less_equal, "less_equal", a, b);
 }
@@ -76,12 +73,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor is_finite(const Tensor& x) {
   ops::check_defined("is_finite", x);
-  return x.device().is_cuda() ? cuda::is_finite(x) : cpu::is_finite(x);
+  return backend_for(x.device()).tensor->is_finite(x);
 }
 
 bool all_finite(const Tensor& x) {
   ops::check_defined("all_finite", x);
-  return x.device().is_cuda() ? cuda::all_finite(x) : cpu::all_finite(x);
+  return backend_for(x.device()).tensor->all_finite(x);
 }
 
 }  // namespace mixprec

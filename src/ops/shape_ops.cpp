@@ -5,7 +5,8 @@
 #include <numeric>
 
 #include "autograd/node.h"
-#include "backend/cuda/copy.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/creation.h"
 #include "mixprec/ops.h"
@@ -65,36 +66,13 @@ struct SliceBackward final : autograd::Node {
   int axis;
   std::int64_t start, step;
   std::vector<Tensor> backward(const Tensor& g) override {
-    const bool on_cuda = g.device().is_cuda();
-    Tensor grad = on_cuda ? cuda::full(input_shape, 0.0, g.dtype(), g.device())
-                          : zeros(input_shape, {.dtype = g.dtype(), .device = g.device()});
+    Tensor grad = zeros(input_shape, {.dtype = g.dtype(), .device = g.device()});
     if (g.numel() == 0) return {grad};
-    // Write g into the sliced positions of a zero tensor through a view of it; the window ends
-    // just after the last selected index (start + step * n could overflow for a huge step).
+    // Write g into the sliced positions of the zero tensor through a view of it (a strided copy);
+    // the window ends just after the last selected index (start + step * n could overflow for a
+    // huge step).
     Tensor window = grad.slice(axis, start, start + step * (g.shape()[axis] - 1) + 1, step);
-    if (on_cuda) {
-      cuda::copy_strided(g.detach(), window);  // a strided-copy kernel into the window
-      return {grad};
-    }
-    Tensor src = g.contiguous();
-    const std::size_t elem = dtype_size(g.dtype());
-    // Row-major walk of the window, copying one element at a time from the contiguous gradient.
-    const Shape& s = window.shape();
-    const auto& st = window.strides();
-    char* base = static_cast<char*>(window.data_ptr());
-    const char* from = static_cast<const char*>(src.data_ptr());
-    std::vector<std::int64_t> idx(static_cast<std::size_t>(s.rank()), 0);
-    for (std::int64_t n = 0; n < s.numel(); ++n) {
-      std::int64_t off = 0;
-      for (int i = 0; i < s.rank(); ++i)
-        off += idx[static_cast<std::size_t>(i)] * st[static_cast<std::size_t>(i)];
-      std::memcpy(base + off * static_cast<std::int64_t>(elem),
-                  from + n * static_cast<std::int64_t>(elem), elem);
-      for (int i = s.rank() - 1; i >= 0; --i) {
-        if (++idx[static_cast<std::size_t>(i)] < s[i]) break;
-        idx[static_cast<std::size_t>(i)] = 0;
-      }
-    }
+    backend_for(g.device()).tensor->copy(g.detach(), window);
     return {grad};
   }
   std::string name() const override { return "SliceBackward"; }

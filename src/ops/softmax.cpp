@@ -1,10 +1,9 @@
 // softmax and log_softmax over one axis: fused forward and backward kernels in cpu/softmax.cpp and
 // cuda/kernels/softmax.cu, by the tensor's device.
 // Both save only their output y; the backward is computed from it.
-#include "backend/cpu/softmax.h"
-
 #include "autograd/node.h"
-#include "backend/cuda/softmax.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
 
@@ -12,15 +11,13 @@ namespace mixprec {
 
 namespace {
 
-
 struct SoftmaxBackward final : autograd::Node {
   SoftmaxKind kind = SoftmaxKind::softmax;
   int axis = 0;
   Tensor y;  // the forward output, in the input dtype
   std::vector<Tensor> backward(const Tensor& g) override {
     ops::check_same_device(name().c_str(), g, y);
-    return {g.device().is_cuda() ? cuda::softmax_backward(kind, g, y, axis)
-                                 : cpu::softmax_backward(kind, g, y, axis)};
+    return {backend_for(g.device()).tensor->softmax_backward(kind, g, y, axis)};
   }
   std::string name() const override {
     return kind == SoftmaxKind::softmax ? "SoftmaxBackward" : "LogSoftmaxBackward";
@@ -32,8 +29,7 @@ Tensor softmax_op(SoftmaxKind kind, const Tensor& x, int axis) {
   const char* name = op_name(kind);
   ops::check_floating(name, x);
   const int a = normalize_axis(axis, x.rank(), name);
-  Tensor out =
-      x.device().is_cuda() ? cuda::softmax_forward(kind, x, a) : cpu::softmax_forward(kind, x, a);
+  Tensor out = backend_for(x.device()).tensor->softmax_forward(kind, x, a);
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<SoftmaxBackward>();
   node->kind = kind;

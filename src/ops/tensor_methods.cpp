@@ -1,12 +1,12 @@
 // The Tensor member functions that are ops: thin forwards to the free functions of ops.h, and the
-// device moves and in-place writes, which go to the CUDA backend when a GPU tensor is involved.
+// device moves and in-place writes, which go to the backend of the device involved.
 #include <cstring>
 #include <sstream>
 
 #include "autograd/node.h"
-#include "backend/cuda/cast.h"
-#include "backend/cuda/copy.h"
-#include "backend/cuda/transfer.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
+#include "core/transfer.h"
 #include "mixprec/autograd.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
@@ -27,12 +27,12 @@ struct ToDeviceBackward final : autograd::Node {
 
 Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
 
-// Host <-> GPU copies go through pinned staging buffers on the GPU's copy stream, ordered with its
-// compute stream (cuda/transfer.h). Differentiable.
+// Moved by the backend of the non-CPU end (core/transfer.h; on a GPU through pinned staging
+// buffers on its copy stream, ordered with its compute stream). Differentiable.
 Tensor Tensor::to(Device device) const {
   ops::check_defined("to", *this);
   if (device == this->device()) return *this;
-  Tensor out = cuda::to_device(detach(), device);
+  Tensor out = core::transfer(detach(), device);
   if (!is_floating(dtype()) || !autograd::needs_record({this})) return out;
   auto node = std::make_shared<ToDeviceBackward>();
   node->source = this->device();
@@ -53,21 +53,13 @@ void Tensor::assign(const Tensor& src) const {
   }
   NoGradScope no_grad;
   Tensor dst = *this;  // a handle: writing through it writes this tensor's storage
-  if (device().is_cuda()) {
-    // Converted and copied on the GPU, ordered on its compute stream with the work that reads
-    // this tensor before and after.
-    const Tensor s = src.detach();
-    if (s.dtype() != dtype()) {
-      const Tensor values = cuda::cast(s, dtype());
-      cuda::copy_strided(values, dst);
-    } else if (!s.same(*this) && s.data_ptr() != dst.data_ptr()) {
-      cuda::copy_strided(s, dst);
-    }
-    return;
-  }
-  const Tensor values = src.detach().to(dtype()).contiguous();
-  if (values.same(*this) || values.data_ptr() == data_ptr()) return;
-  std::memcpy(dst.data_ptr(), values.data_ptr(), nbytes());
+  // Converted and copied where the tensor lives (on a GPU: ordered on its compute stream with the
+  // work that reads this tensor before and after).
+  const TensorKernels& kernels = *backend_for(device()).tensor;
+  const Tensor s = src.detach();
+  const Tensor values = s.dtype() == dtype() ? s : kernels.cast(s, dtype());
+  if (values.same(*this) || values.data_ptr() == dst.data_ptr()) return;
+  kernels.copy(values, dst);
 }
 
 Tensor Tensor::reshape(const Shape& shape) const { return mixprec::reshape(*this, shape); }

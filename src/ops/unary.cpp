@@ -1,9 +1,8 @@
 // Elementwise unary ops: forward and fused backward kernels in cpu/unary.cpp and
 // cuda/kernels/elementwise.cu, chosen by the tensor's device.
-#include "backend/cpu/unary.h"
-
 #include "autograd/node.h"
-#include "backend/cuda/unary.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
 
@@ -11,15 +10,13 @@ namespace mixprec {
 
 namespace {
 
-
 struct UnaryBackward final : autograd::Node {
   UnaryOp op;
   Tensor x, y;
   std::vector<Tensor> backward(const Tensor& g) override {
     if (op == UnaryOp::neg) return {neg(g)};
     ops::check_same_device(name().c_str(), g, x);
-    return {g.device().is_cuda() ? cuda::unary_backward(op, g, x, y)
-                                 : cpu::unary_backward(op, g, x, y)};
+    return {backend_for(g.device()).tensor->unary_backward(op, g, x, y)};
   }
   std::string name() const override { return std::string(op_name(op)) + "Backward"; }
   void release_saved() override { x = y = Tensor(); }
@@ -28,7 +25,7 @@ struct UnaryBackward final : autograd::Node {
 Tensor unary_op(UnaryOp op, const Tensor& x) {
   const char* name = op_name(op);
   ops::check_floating(name, x);
-  Tensor out = x.device().is_cuda() ? cuda::unary(op, x) : cpu::unary(op, x);
+  Tensor out = backend_for(x.device()).tensor->unary(op, x);
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<UnaryBackward>();
   node->op = op;

@@ -6,7 +6,6 @@
 
 namespace mixprec::cpu {
 
-
 // out = a (op) b with broadcasting; a and b have the same floating dtype; out is a new tensor of
 // the broadcast shape.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);

@@ -36,12 +36,13 @@ void copy_runs(const char* src, std::int64_t src_pitch, char* dst, std::int64_t 
 
 }  // namespace
 
-void concat(const std::vector<Tensor>& inputs, int axis, Tensor& out) {
+void concat(const std::vector<Tensor>& inputs, int axis, const Tensor& out) {
   const auto element = static_cast<std::int64_t>(dtype_size(out.dtype()));
   const std::int64_t outer = outer_of(out.shape(), axis);
   const std::int64_t inner = inner_of(out.shape(), axis);
   const std::int64_t out_pitch = out.shape()[axis] * inner * element;
-  char* dst = static_cast<char*>(out.data_ptr());
+  Tensor handle = out;  // a handle: writing through it writes out's storage
+  char* dst = static_cast<char*>(handle.data_ptr());
   std::int64_t position = 0;  // bytes into an output run where this input's piece starts
   for (const Tensor& input : inputs) {
     const std::int64_t run = input.shape()[axis] * inner * element;

@@ -10,7 +10,7 @@ namespace mixprec::cpu {
 
 // Copies the inputs (any strides, out's dtype, extents equal to out's except on `axis`) one after
 // the other along `axis` into the contiguous `out`.
-void concat(const std::vector<Tensor>& inputs, int axis, Tensor& out);
+void concat(const std::vector<Tensor>& inputs, int axis, const Tensor& out);
 
 // The inverse of concat: cuts `g` along `axis` into consecutive pieces of `extents[k]` positions,
 // each a new contiguous tensor; pieces with wanted[k] false are left undefined.

@@ -1,6 +1,7 @@
 #include "backend/cpu/copy.h"
 
 #include <cstring>
+#include <vector>
 
 #include "mixprec/error.h"
 
@@ -54,7 +55,39 @@ void copy_typed(const T* src, const std::vector<std::int64_t>& dims,
   }
 }
 
+// Writes the row-major elements of `src` into the strided view `dst` (strides in elements).
+void contiguous_to_strided(const char* src, const Shape& shape,
+                           const std::vector<std::int64_t>& strides, std::size_t element_size,
+                           char* dst) {
+  const auto elem = static_cast<std::int64_t>(element_size);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(shape.rank()), 0);
+  for (std::int64_t n = 0; n < shape.numel(); ++n) {
+    std::int64_t off = 0;
+    for (int i = 0; i < shape.rank(); ++i) {
+      off += idx[static_cast<std::size_t>(i)] * strides[static_cast<std::size_t>(i)];
+    }
+    std::memcpy(dst + off * elem, src + n * elem, element_size);
+    for (int i = shape.rank() - 1; i >= 0; --i) {
+      if (++idx[static_cast<std::size_t>(i)] < shape[i]) break;
+      idx[static_cast<std::size_t>(i)] = 0;
+    }
+  }
+}
+
 }  // namespace
+
+void copy(const Tensor& src, const Tensor& dst) {
+  if (dst.numel() == 0 || src.data_ptr() == dst.data_ptr()) return;
+  const std::size_t elem = dtype_size(dst.dtype());
+  Tensor handle = dst;  // a handle: writing through it writes dst's storage
+  if (dst.is_contiguous()) {
+    strided_to_contiguous(src.data_ptr(), src.shape(), src.strides(), elem, handle.data_ptr());
+    return;
+  }
+  const Tensor values = src.is_contiguous() ? src : src.detach().contiguous();
+  contiguous_to_strided(static_cast<const char*>(values.data_ptr()), dst.shape(), dst.strides(),
+                        elem, static_cast<char*>(handle.data_ptr()));
+}
 
 void strided_to_contiguous(const void* src, const Shape& shape,
                            const std::vector<std::int64_t>& strides, std::size_t element_size,
@@ -63,11 +96,21 @@ void strided_to_contiguous(const void* src, const Shape& shape,
   std::vector<std::int64_t> dims, st;
   coalesce(shape, strides, dims, st);
   switch (element_size) {
-    case 1: return copy_typed(static_cast<const std::uint8_t*>(src), dims, st, static_cast<std::uint8_t*>(dst));
-    case 2: return copy_typed(static_cast<const std::uint16_t*>(src), dims, st, static_cast<std::uint16_t*>(dst));
-    case 4: return copy_typed(static_cast<const std::uint32_t*>(src), dims, st, static_cast<std::uint32_t*>(dst));
-    case 8: return copy_typed(static_cast<const std::uint64_t*>(src), dims, st, static_cast<std::uint64_t*>(dst));
-    default: throw Error("strided_to_contiguous: unsupported element size " + std::to_string(element_size));
+    case 1:
+      return copy_typed(static_cast<const std::uint8_t*>(src), dims, st,
+                        static_cast<std::uint8_t*>(dst));
+    case 2:
+      return copy_typed(static_cast<const std::uint16_t*>(src), dims, st,
+                        static_cast<std::uint16_t*>(dst));
+    case 4:
+      return copy_typed(static_cast<const std::uint32_t*>(src), dims, st,
+                        static_cast<std::uint32_t*>(dst));
+    case 8:
+      return copy_typed(static_cast<const std::uint64_t*>(src), dims, st,
+                        static_cast<std::uint64_t*>(dst));
+    default:
+      throw Error("strided_to_contiguous: unsupported element size " +
+                  std::to_string(element_size));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mixprec/shape.h"
+#include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
 
@@ -14,5 +15,9 @@ namespace mixprec::cpu {
 void strided_to_contiguous(const void* src, const Shape& shape,
                            const std::vector<std::int64_t>& strides, std::size_t element_size,
                            void* dst);
+
+// dst = src element for element (TensorKernels::copy): same shape and dtype, any strides on both
+// sides; a strided destination (a window of a larger tensor) is written through its strides.
+void copy(const Tensor& src, const Tensor& dst);
 
 }  // namespace mixprec::cpu

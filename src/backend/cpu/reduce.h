@@ -8,7 +8,6 @@
 
 namespace mixprec::cpu {
 
-
 // Reduces the axes where reduce_axis[i] is true; the result keeps every axis with extent 1 on the
 // reduced ones (callers reshape for keepdims = no). Same dtype as x. Sums are multiplied by `scale`
 // in the accumulation type before the one rounding to x's dtype (mean: scale = 1/count, so that a

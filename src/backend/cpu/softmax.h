@@ -8,7 +8,6 @@
 
 namespace mixprec::cpu {
 
-
 // x of any strides and a floating dtype; `axis` already normalised to [0, rank).
 // Returns a contiguous tensor of x's shape and dtype:
 //   softmax:     y = exp(x - max) / sum(exp(x - max))

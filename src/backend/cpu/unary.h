@@ -6,7 +6,6 @@
 
 namespace mixprec::cpu {
 
-
 Tensor unary(UnaryOp op, const Tensor& x);
 // Gradient of the op at x (with y = op(x), the forward output) for the incoming gradient g;
 // computed in float from the stored values and rounded once.

@@ -124,20 +124,3 @@ std::size_t release_cached(Device device) {
 }
 
 }  // namespace mixprec::cuda
-
-// The core hooks (core/allocator.h) of CUDA storage.
-namespace mixprec::core {
-
-void* device_allocate(Device device, std::size_t bytes) { return cuda::allocate(device, bytes); }
-
-void device_deallocate(Device device, void* ptr, std::size_t bytes) noexcept {
-  cuda::deallocate(device, ptr, bytes);
-}
-
-std::int64_t device_cached_bytes(Device device) {
-  return cuda::allocator_stats(device).cached_bytes;
-}
-
-void device_empty_cache(Device device) { cuda::release_cached(device); }
-
-}  // namespace mixprec::core

@@ -39,14 +39,6 @@ const Discovery& discovery() {
   return d;
 }
 
-std::atomic<bool>& tf32_flag() {
-  static std::atomic<bool> flag = [] {
-    const char* env = std::getenv("MIXPREC_ALLOW_TF32");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-  }();
-  return flag;
-}
-
 struct Contexts {
   std::mutex mutex;
   std::vector<std::unique_ptr<DeviceContext>> by_index;
@@ -60,12 +52,8 @@ Contexts& contexts() {
 
 }  // namespace
 
-int device_count() { return discovery().count; }
-bool is_available() { return device_count() > 0; }
+int visible_device_count() { return discovery().count; }
 std::string unavailable_reason() { return discovery().reason; }
-
-void enable_tensor_float_32_execution(bool enabled) { tf32_flag().store(enabled); }
-bool tensor_float_32_execution_enabled() { return tf32_flag().load(); }
 
 void throw_cuda_error(cudaError_t status, const std::string& what) {
   (void)cudaGetLastError();
@@ -146,7 +134,7 @@ DeviceGuard::~DeviceGuard() {
 StreamScope::StreamScope(Device device)
     : index_(require_device(device)), guard_(index_), stream_(context(index_).compute) {}
 
-void synchronize(Device device) {
+void synchronize_device(Device device) {
   const int index = require_device(device);
   DeviceContext& ctx = context(index);
   DeviceGuard guard(index);

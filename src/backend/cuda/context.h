@@ -17,6 +17,10 @@ namespace mixprec::cuda {
 // Why device_count() is 0: the CUDA runtime's message ("CUDA driver version is insufficient for
 // CUDA runtime version", "no CUDA-capable device is detected"); empty when GPUs exist.
 std::string unavailable_reason();
+// GPUs the driver shows (0 without a usable driver: no exception); DeviceRuntime::device_count.
+int visible_device_count();
+// Waits for the device's copy and compute streams; DeviceRuntime::synchronize.
+void synchronize_device(Device device);
 
 // Throws DeviceError unless `device` is a CUDA device that exists here ("cuda:1 does not exist;
 // this machine has 1 CUDA GPU", or "no CUDA GPU is available (...)"); returns its index.

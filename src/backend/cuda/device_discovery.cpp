@@ -4,15 +4,15 @@
 #include <vector>
 
 #include "backend/cuda/context.h"
-#include "core/physical_devices_registry.h"
+#include "mixprec/physical_devices.h"
 
-namespace mixprec::core {
+namespace mixprec::cuda {
 
-std::vector<PhysicalDevice> enumerate_cuda_gpus() {
+std::vector<PhysicalDevice> enumerate_gpus() {
   std::vector<PhysicalDevice> gpus;
-  const int count = cuda::device_count();  // 0 without a usable driver: no exception
+  const int count = visible_device_count();  // 0 without a usable driver: no exception
   for (int i = 0; i < count; ++i) {
-    const cuda::DeviceInfo& info = cuda::device_info(i);
+    const DeviceInfo& info = device_info(i);
     PhysicalDevice d;
     d.device = Device::cuda(i);
     d.kind = "GPU";
@@ -29,4 +29,4 @@ std::vector<PhysicalDevice> enumerate_cuda_gpus() {
   return gpus;
 }
 
-}  // namespace mixprec::core
+}  // namespace mixprec::cuda

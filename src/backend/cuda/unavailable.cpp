@@ -38,29 +38,12 @@ namespace {
                     "rebuild with the CUDA toolkit installed and -DMIXPREC_CUDA=ON)");
 }
 
-std::atomic<bool> tf32{false};
 
 }  // namespace
 
-namespace core {
-
-void* device_allocate(Device device, std::size_t) {
-  no_backend("cannot allocate on " + device.to_string());
-}
-void device_deallocate(Device, void*, std::size_t) noexcept {}
-std::int64_t device_cached_bytes(Device) { return 0; }
-void device_empty_cache(Device) {}
-std::vector<PhysicalDevice> enumerate_cuda_gpus() { return {}; }
-
-}  // namespace core
 
 namespace cuda {
 
-int device_count() { return 0; }
-bool is_available() { return false; }
-void synchronize(Device device) { no_backend("cannot synchronize " + device.to_string()); }
-void enable_tensor_float_32_execution(bool enabled) { tf32.store(enabled); }
-bool tensor_float_32_execution_enabled() { return tf32.load(); }
 
 Tensor unary(UnaryOp, const Tensor& x) { no_backend("unary op on " + x.device().to_string()); }
 Tensor unary_backward(UnaryOp, const Tensor&, const Tensor& x, const Tensor&) {
