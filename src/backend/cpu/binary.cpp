@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/kernel_math/elementwise_math.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
 
@@ -18,33 +19,30 @@ auto lanes(F f) {
   };
 }
 
+// One instantiation per op, so that the op is a constant inside the loop and the shared body
+// (backend/kernel_math/elementwise_math.h) inlines to one vectorisable expression.
+template <BinaryOp Op, typename T>
+void run_op(const Tensor& a, const Tensor& b, Tensor& out) {
+  using C = core::compute_t<T>;
+  map_elementwise<C, T, T, T>(
+      {&a, &b}, out, lanes<C>([](C x, C y) { return kernel_math::binary_value(Op, x, y); }));
+}
+
 template <typename T>
 void run(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
-  using C = core::compute_t<T>;
-  const auto in = {&a, &b};
   switch (op) {
-    case BinaryOp::add: return map_elementwise<C, T, T, T>(in, out, lanes<C>([](C x, C y) { return x + y; }));
-    case BinaryOp::sub: return map_elementwise<C, T, T, T>(in, out, lanes<C>([](C x, C y) { return x - y; }));
-    case BinaryOp::mul: return map_elementwise<C, T, T, T>(in, out, lanes<C>([](C x, C y) { return x * y; }));
-    case BinaryOp::div: return map_elementwise<C, T, T, T>(in, out, lanes<C>([](C x, C y) { return x / y; }));
-    case BinaryOp::pow:
-      return map_elementwise<C, T, T, T>(in, out, lanes<C>([](C x, C y) { return std::pow(x, y); }));
-    case BinaryOp::maximum:
-      // NaN propagates: a comparison with NaN is false, so pick the NaN explicitly.
-      return map_elementwise<C, T, T, T>(in, out, lanes<C>([](C x, C y) {
-        return (x >= y || std::isnan(x)) ? x : y;
-      }));
-    case BinaryOp::minimum:
-      return map_elementwise<C, T, T, T>(in, out, lanes<C>([](C x, C y) {
-        return (x <= y || std::isnan(x)) ? x : y;
-      }));
+#define MIXPREC_BINARY_CASE(name, text) \
+  case BinaryOp::name: return run_op<BinaryOp::name, T>(a, b, out);
+    MIXPREC_FOR_EACH_BINARY_OP(MIXPREC_BINARY_CASE)
+#undef MIXPREC_BINARY_CASE
   }
 }
 
 }  // namespace
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  Tensor out = core::make_tensor(broadcast_shapes(a.shape(), b.shape(), "binary"), a.dtype(), a.device());
+  Tensor out =
+      core::make_tensor(broadcast_shapes(a.shape(), b.shape(), "binary"), a.dtype(), a.device());
   core::dispatch_floating(a.dtype(), "binary op", [&]<typename T>() { run<T>(op, a, b, out); });
   return out;
 }

@@ -6,31 +6,13 @@
 
 namespace mixprec::cuda {
 
-namespace {
-
-kernels::Binary kernel_op(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return kernels::Binary::add;
-    case BinaryOp::sub: return kernels::Binary::sub;
-    case BinaryOp::mul: return kernels::Binary::mul;
-    case BinaryOp::div: return kernels::Binary::div;
-    case BinaryOp::pow: return kernels::Binary::pow;
-    case BinaryOp::maximum: return kernels::Binary::maximum;
-    case BinaryOp::minimum: return kernels::Binary::minimum;
-  }
-  return kernels::Binary::add;
-}
-
-}  // namespace
-
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), "binary");
   Tensor out = core::make_tensor(shape, a.dtype(), a.device());
   if (out.numel() == 0) return out;
   StreamScope scope(a.device());
   const auto plan = make_plan<2>(shape, {&a, &b});
-  kernels::binary(kernel_op(op), a.dtype(), plan, a.data_ptr(), b.data_ptr(), out.data_ptr(),
-                  scope.stream());
+  kernels::binary(op, a.dtype(), plan, a.data_ptr(), b.data_ptr(), out.data_ptr(), scope.stream());
   return out;
 }
 

@@ -63,7 +63,6 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis
   const std::int64_t kept_n = split.kept_n, reduced_n = split.reduced_n;
   Tensor out = core::make_tensor(Shape(split.out_dims), x.dtype(), x.device());
   if (out.numel() == 0) return out;
-  const kernels::Reduce kop = op == ReduceOp::sum ? kernels::Reduce::sum : kernels::Reduce::max;
   if (reduced_n == 0) {
     fill(out, op == ReduceOp::sum ? 0.0 : -std::numeric_limits<double>::infinity());
     return out;
@@ -87,10 +86,10 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis
   double* partial_ptr = partials > 0 ? static_cast<double*>(scratch.data_ptr()) : nullptr;
   StreamScope scope(x.device());
   if (middle) {
-    kernels::reduce_middle(kop, x.dtype(), src.data_ptr(), plan.outer, plan.length, plan.inner,
+    kernels::reduce_middle(op, x.dtype(), src.data_ptr(), plan.outer, plan.length, plan.inner,
                            scale, partial_ptr, out.data_ptr(), scope.stream());
   } else {
-    kernels::reduce_rows(kop, x.dtype(), src.data_ptr(), kept_n, reduced_n, scale, partial_ptr,
+    kernels::reduce_rows(op, x.dtype(), src.data_ptr(), kept_n, reduced_n, scale, partial_ptr,
                          out.data_ptr(), scope.stream());
   }
   return out;

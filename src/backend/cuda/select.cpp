@@ -7,29 +7,13 @@
 
 namespace mixprec::cuda {
 
-namespace {
-
-kernels::Compare kernel_op(CompareOp op) {
-  switch (op) {
-    case CompareOp::equal: return kernels::Compare::equal;
-    case CompareOp::not_equal: return kernels::Compare::not_equal;
-    case CompareOp::less: return kernels::Compare::less;
-    case CompareOp::less_equal: return kernels::Compare::less_equal;
-    case CompareOp::greater: return kernels::Compare::greater;
-    case CompareOp::greater_equal: return kernels::Compare::greater_equal;
-  }
-  return kernels::Compare::equal;
-}
-
-}  // namespace
-
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), "compare");
   Tensor out = core::make_tensor(shape, DType::bool_, a.device());
   if (out.numel() == 0) return out;
   StreamScope scope(a.device());
   const auto plan = make_plan<2>(shape, {&a, &b});
-  kernels::compare(kernel_op(op), a.dtype(), plan, a.data_ptr(), b.data_ptr(),
+  kernels::compare(op, a.dtype(), plan, a.data_ptr(), b.data_ptr(),
                    static_cast<bool*>(out.data_ptr()), scope.stream());
   return out;
 }

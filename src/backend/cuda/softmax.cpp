@@ -8,21 +8,13 @@
 
 namespace mixprec::cuda {
 
-namespace {
-
-kernels::Softmax kernel_kind(SoftmaxKind kind) {
-  return kind == SoftmaxKind::softmax ? kernels::Softmax::softmax : kernels::Softmax::log_softmax;
-}
-
-}  // namespace
-
 Tensor softmax_forward(SoftmaxKind kind, const Tensor& x, int axis) {
   const Tensor src = contiguous(x.detach());
   Tensor out = core::make_tensor(x.shape(), x.dtype(), x.device());
   if (x.numel() == 0) return out;
   const core::AxisLayout a = core::layout_of(x.shape(), axis);
   StreamScope scope(x.device());
-  kernels::softmax_forward(kernel_kind(kind), x.dtype(), src.data_ptr(), a.outer, a.length, a.inner,
+  kernels::softmax_forward(kind, x.dtype(), src.data_ptr(), a.outer, a.length, a.inner,
                            out.data_ptr(), scope.stream());
   return out;
 }
@@ -34,8 +26,8 @@ Tensor softmax_backward(SoftmaxKind kind, const Tensor& g, const Tensor& y, int 
   if (y.numel() == 0) return dx;
   const core::AxisLayout a = core::layout_of(y.shape(), axis);
   StreamScope scope(y.device());
-  kernels::softmax_backward(kernel_kind(kind), y.dtype(), gc.data_ptr(), yc.data_ptr(), a.outer,
-                            a.length, a.inner, dx.data_ptr(), scope.stream());
+  kernels::softmax_backward(kind, y.dtype(), gc.data_ptr(), yc.data_ptr(), a.outer, a.length,
+                            a.inner, dx.data_ptr(), scope.stream());
   return dx;
 }
 

@@ -1,128 +1,34 @@
 // Elementwise unary (forward and fused backward) and broadcasting binary kernels, each templated on
-// the storage type and computing in float (double for float64) with the CPU backend's formulas
-// (src/backend/cpu/unary.cpp, binary.cpp). The op is a runtime argument, uniform across the grid,
-// so one kernel per storage type serves every op and compile time stays modest.
+// the storage type and computing in float (double for float64) with the per-element bodies the
+// CPU backend uses too (src/backend/kernel_math/elementwise_math.h). The op is a runtime argument,
+// uniform across the grid, so one kernel per storage type serves every op and compile time stays
+// modest.
 //
 // Two kernels per family and type: a dense one (every operand contiguous, no broadcasting, 16-byte
 // aligned) that moves 16 bytes per load and store, and a strided one for everything else
 // (broadcasting, views), with 32-bit index arithmetic whenever the offsets fit.
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/kernel_math/elementwise_math.h"
 
 namespace mixprec::cuda::kernels {
 
 namespace {
 
-// ---- scalar math, float and double overloads ----
-__device__ __forceinline__ float k_exp(float x) { return expf(x); }
-__device__ __forceinline__ double k_exp(double x) { return exp(x); }
-__device__ __forceinline__ float k_log(float x) { return logf(x); }
-__device__ __forceinline__ double k_log(double x) { return log(x); }
-__device__ __forceinline__ float k_sqrt(float x) { return sqrtf(x); }
-__device__ __forceinline__ double k_sqrt(double x) { return sqrt(x); }
-__device__ __forceinline__ float k_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ double k_tanh(double x) { return tanh(x); }
-__device__ __forceinline__ float k_erf(float x) { return erff(x); }
-__device__ __forceinline__ double k_erf(double x) { return erf(x); }
-__device__ __forceinline__ float k_pow(float x, float y) { return powf(x, y); }
-__device__ __forceinline__ double k_pow(double x, double y) { return pow(x, y); }
+using kernel_math::binary_value;
+using kernel_math::unary_value;
 
-// sqrt(2/pi) and the cubic coefficient of the tanh approximation of GELU; 1/sqrt(2); 1/sqrt(2 pi).
-constexpr double kGeluTanhScale = 0.7978845608028654;
-constexpr double kGeluTanhCubic = 0.044715;
-constexpr double kSqrtHalf = 0.70710678118654752440;
-constexpr double kInvSqrt2Pi = 0.3989422804014327;
-
-template <typename C>
-__device__ __forceinline__ C sigmoid_value(C x) {
-  // Split by sign so exp never overflows: for x < 0, e^x / (1 + e^x).
-  if (x >= C(0)) return C(1) / (C(1) + k_exp(-x));
-  const C e = k_exp(x);
-  return e / (C(1) + e);
-}
-
-template <typename C>
-__device__ C unary_value(Unary op, C x) {
-  switch (op) {
-    case Unary::neg: return -x;
-    case Unary::exp: return k_exp(x);
-    case Unary::log: return k_log(x);
-    case Unary::sqrt: return k_sqrt(x);
-    case Unary::rsqrt: return C(1) / k_sqrt(x);  // IEEE division: rsqrtf is only 2-ulp accurate
-    case Unary::abs: return fabs(x);
-    case Unary::relu: return x > C(0) ? x : (x != x ? x : C(0));  // NaN stays NaN
-    case Unary::relu6: return x != x ? x : fmin(fmax(x, C(0)), C(6));
-    case Unary::sigmoid: return sigmoid_value(x);
-    case Unary::tanh: return k_tanh(x);
-    case Unary::gelu: return C(0.5) * x * (C(1) + k_erf(x * C(kSqrtHalf)));
-    case Unary::gelu_tanh: {
-      const C inner = C(kGeluTanhScale) * (x + C(kGeluTanhCubic) * x * x * x);
-      return C(0.5) * x * (C(1) + k_tanh(inner));
-    }
-    case Unary::silu: return x * sigmoid_value(x);
-  }
-  return x;
-}
-
-// d op(x) / dx from x and y = op(x).
-template <typename C>
-__device__ C unary_derivative(Unary op, C x, C y) {
-  switch (op) {
-    case Unary::neg: return C(-1);
-    case Unary::exp: return y;
-    case Unary::log: return C(1) / x;
-    case Unary::sqrt: return C(0.5) / y;
-    case Unary::rsqrt: return C(-0.5) * y / x;
-    case Unary::abs: return x > C(0) ? C(1) : (x < C(0) ? C(-1) : C(0));
-    case Unary::relu: return x > C(0) ? C(1) : C(0);
-    case Unary::relu6: return (x > C(0) && x < C(6)) ? C(1) : C(0);
-    case Unary::sigmoid: return y * (C(1) - y);
-    case Unary::tanh: return C(1) - y * y;
-    case Unary::gelu: {
-      const C cdf = C(0.5) * (C(1) + k_erf(x * C(kSqrtHalf)));
-      const C pdf = k_exp(C(-0.5) * x * x) * C(kInvSqrt2Pi);
-      return cdf + x * pdf;
-    }
-    case Unary::gelu_tanh: {
-      const C t = k_tanh(C(kGeluTanhScale) * (x + C(kGeluTanhCubic) * x * x * x));
-      return C(0.5) * (C(1) + t) + C(0.5) * x * (C(1) - t * t) * C(kGeluTanhScale) *
-                                       (C(1) + C(3 * kGeluTanhCubic) * x * x);
-    }
-    case Unary::silu: {
-      const C s = sigmoid_value(x);
-      return s * (C(1) + x * (C(1) - s));
-    }
-  }
-  return C(0);
-}
-
+// g * op'(x); a 16-bit y is recomputed in float from x, as on the CPU (kernel_math).
 template <typename T>
-__device__ __forceinline__ compute_t<T> backward_value(Unary op, compute_t<T> g, compute_t<T> x,
+__device__ __forceinline__ compute_t<T> backward_value(UnaryOp op, compute_t<T> g, compute_t<T> x,
                                                        compute_t<T> y) {
-  // A 16-bit y is rounded, and derivatives such as y (1 - y) and 1 - y^2 cancel near saturation:
-  // recompute y in float from x (as the CPU backend does).
   constexpr bool kHalf = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-  const compute_t<T> yy = kHalf ? unary_value(op, x) : y;
-  return g * unary_derivative(op, x, yy);
-}
-
-template <typename C>
-__device__ __forceinline__ C binary_value(Binary op, C a, C b) {
-  switch (op) {
-    case Binary::add: return a + b;
-    case Binary::sub: return a - b;
-    case Binary::mul: return a * b;
-    case Binary::div: return a / b;
-    case Binary::pow: return k_pow(a, b);
-    // NaN propagates: a comparison with NaN is false, so pick the NaN explicitly.
-    case Binary::maximum: return (a >= b || a != a) ? a : b;
-    case Binary::minimum: return (a <= b || a != a) ? a : b;
-  }
-  return a;
+  return kernel_math::unary_backward_value(
+      op, g, x, y, kHalf ? kernel_math::RecomputeForward::yes : kernel_math::RecomputeForward::no);
 }
 
 // ---- unary ----
 template <typename T>
-__global__ void unary_dense(Unary op, const T* __restrict__ x, T* __restrict__ out,
+__global__ void unary_dense(UnaryOp op, const T* __restrict__ x, T* __restrict__ out,
                             std::int64_t n) {
   constexpr int V = Pack<T>::kSize;
   const std::int64_t packs = n / V;
@@ -137,7 +43,7 @@ __global__ void unary_dense(Unary op, const T* __restrict__ x, T* __restrict__ o
 }
 
 template <typename T, typename Index>
-__global__ void unary_strided(Unary op, Strided<1> plan, const T* __restrict__ x,
+__global__ void unary_strided(UnaryOp op, Strided<1> plan, const T* __restrict__ x,
                               T* __restrict__ out) {
   const Index n = static_cast<Index>(plan.numel);
   for (Index i = static_cast<Index>(global_thread()); i < n;
@@ -150,7 +56,7 @@ __global__ void unary_strided(Unary op, Strided<1> plan, const T* __restrict__ x
 
 // ---- unary backward ----
 template <typename T>
-__global__ void unary_backward_dense(Unary op, const T* __restrict__ g, const T* __restrict__ x,
+__global__ void unary_backward_dense(UnaryOp op, const T* __restrict__ g, const T* __restrict__ x,
                                      const T* __restrict__ y, T* __restrict__ out, std::int64_t n) {
   constexpr int V = Pack<T>::kSize;
   const std::int64_t packs = n / V;
@@ -171,7 +77,7 @@ __global__ void unary_backward_dense(Unary op, const T* __restrict__ g, const T*
 }
 
 template <typename T, typename Index>
-__global__ void unary_backward_strided(Unary op, Strided<3> plan, const T* __restrict__ g,
+__global__ void unary_backward_strided(UnaryOp op, Strided<3> plan, const T* __restrict__ g,
                                        const T* __restrict__ x, const T* __restrict__ y,
                                        T* __restrict__ out) {
   const Index n = static_cast<Index>(plan.numel);
@@ -186,7 +92,7 @@ __global__ void unary_backward_strided(Unary op, Strided<3> plan, const T* __res
 
 // ---- binary ----
 template <typename T>
-__global__ void binary_dense(Binary op, const T* __restrict__ a, const T* __restrict__ b,
+__global__ void binary_dense(BinaryOp op, const T* __restrict__ a, const T* __restrict__ b,
                              T* __restrict__ out, std::int64_t n) {
   constexpr int V = Pack<T>::kSize;
   const std::int64_t packs = n / V;
@@ -203,7 +109,7 @@ __global__ void binary_dense(Binary op, const T* __restrict__ a, const T* __rest
 }
 
 template <typename T, typename Index>
-__global__ void binary_strided(Binary op, Strided<2> plan, const T* __restrict__ a,
+__global__ void binary_strided(BinaryOp op, Strided<2> plan, const T* __restrict__ a,
                                const T* __restrict__ b, T* __restrict__ out) {
   const Index n = static_cast<Index>(plan.numel);
   for (Index i = static_cast<Index>(global_thread()); i < n;
@@ -216,7 +122,7 @@ __global__ void binary_strided(Binary op, Strided<2> plan, const T* __restrict__
 
 }  // namespace
 
-void unary(Unary op, DType dtype, const Strided<1>& plan, const void* x, void* out,
+void unary(UnaryOp op, DType dtype, const Strided<1>& plan, const void* x, void* out,
            cudaStream_t s) {
   dispatch_floating(dtype, "unary op", [&]<typename T>() {
     const T* xp = static_cast<const T*>(x);
@@ -234,7 +140,7 @@ void unary(Unary op, DType dtype, const Strided<1>& plan, const void* x, void* o
   check_launch("unary");
 }
 
-void unary_backward(Unary op, DType dtype, const Strided<3>& plan, const void* g, const void* x,
+void unary_backward(UnaryOp op, DType dtype, const Strided<3>& plan, const void* g, const void* x,
                     const void* y, void* out, cudaStream_t s) {
   dispatch_floating(dtype, "unary op backward", [&]<typename T>() {
     const T* gp = static_cast<const T*>(g);
@@ -254,8 +160,8 @@ void unary_backward(Unary op, DType dtype, const Strided<3>& plan, const void* g
   check_launch("unary_backward");
 }
 
-void binary(Binary op, DType dtype, const Strided<2>& plan, const void* a, const void* b, void* out,
-            cudaStream_t s) {
+void binary(BinaryOp op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
+            void* out, cudaStream_t s) {
   dispatch_floating(dtype, "binary op", [&]<typename T>() {
     const T* ap = static_cast<const T*>(a);
     const T* bp = static_cast<const T*>(b);

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/op_kinds.h"
 #include "mixprec/dtype.h"
 
 namespace mixprec::cuda::kernels {
@@ -38,40 +39,21 @@ struct Strided {
   std::int64_t strides[K][kMaxDims] = {};
 };
 
-enum class Unary : int {
-  neg,
-  exp,
-  log,
-  sqrt,
-  rsqrt,
-  abs,
-  relu,
-  relu6,
-  sigmoid,
-  tanh,
-  gelu,
-  gelu_tanh,
-  silu
-};
-enum class Binary : int { add, sub, mul, div, pow, maximum, minimum };
-enum class Compare : int { equal, not_equal, less, less_equal, greater, greater_equal };
-enum class Reduce : int { sum, max };
-enum class Softmax : int { softmax, log_softmax };
-
 // ---- elementwise.cu: floating dtypes ----
 // out (contiguous) = op(x); plan operand 0 = x.
-void unary(Unary op, DType dtype, const Strided<1>& plan, const void* x, void* out, cudaStream_t s);
+void unary(UnaryOp op, DType dtype, const Strided<1>& plan, const void* x, void* out,
+           cudaStream_t s);
 // out = g * op'(x) (y = op(x) from the forward; 16-bit y is recomputed in float from x, as on the
 // CPU); operands 0, 1, 2 = g, x, y.
-void unary_backward(Unary op, DType dtype, const Strided<3>& plan, const void* g, const void* x,
+void unary_backward(UnaryOp op, DType dtype, const Strided<3>& plan, const void* g, const void* x,
                     const void* y, void* out, cudaStream_t s);
 // out = a (op) b; operands 0, 1 = a, b.
-void binary(Binary op, DType dtype, const Strided<2>& plan, const void* a, const void* b, void* out,
-            cudaStream_t s);
+void binary(BinaryOp op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
+            void* out, cudaStream_t s);
 
 // ---- select.cu ----
 // out (bool) = a (op) b for any dtype (compared in double, like the CPU's integer comparisons).
-void compare(Compare op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
+void compare(CompareOp op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
              bool* out, cudaStream_t s);
 // out = cond ? a : b for floating dtypes; operands 0, 1, 2 = cond (bool), a, b.
 void where(DType dtype, const Strided<3>& plan, const bool* cond, const void* a, const void* b,
@@ -101,17 +83,17 @@ void fill(std::size_t element_size, std::uint64_t pattern, std::int64_t n, void*
 // `partials` is scratch of at least reduce_rows_partials(rows, length) doubles (may be null when
 // that is 0).
 std::int64_t reduce_rows_partials(std::int64_t rows, std::int64_t length);
-void reduce_rows(Reduce op, DType dtype, const void* x, std::int64_t rows, std::int64_t length,
+void reduce_rows(ReduceOp op, DType dtype, const void* x, std::int64_t rows, std::int64_t length,
                  double scale, double* partials, void* out, cudaStream_t s);
 // x contiguous (length, cols) -> out[cols]: sum (times `scale`) or max of each column.
 std::int64_t reduce_columns_partials(std::int64_t length, std::int64_t cols);
-void reduce_columns(Reduce op, DType dtype, const void* x, std::int64_t length, std::int64_t cols,
+void reduce_columns(ReduceOp op, DType dtype, const void* x, std::int64_t length, std::int64_t cols,
                     double scale, double* partials, void* out, cudaStream_t s);
 // x contiguous (outer, length, cols) -> out (outer, cols): the middle axis reduced, coalesced along
 // cols (kernels/reduce_index.h); outer <= kMaxMiddleOuter (a grid's z extent).
 inline constexpr std::int64_t kMaxMiddleOuter = 65535;
 std::int64_t reduce_middle_partials(std::int64_t outer, std::int64_t length, std::int64_t cols);
-void reduce_middle(Reduce op, DType dtype, const void* x, std::int64_t outer, std::int64_t length,
+void reduce_middle(ReduceOp op, DType dtype, const void* x, std::int64_t outer, std::int64_t length,
                    std::int64_t cols, double scale, double* partials, void* out, cudaStream_t s);
 // x contiguous (outer, length, inner) -> out (outer, inner) int64: the index of the first maximum
 // along `length` (the first NaN wins), for any dtype but bool.
@@ -119,10 +101,11 @@ void argmax(DType dtype, const void* x, std::int64_t outer, std::int64_t length,
             std::int64_t* out, cudaStream_t s);
 
 // ---- softmax.cu: floating dtypes; x, y, g, dx contiguous (outer, length, inner) ----
-void softmax_forward(Softmax kind, DType dtype, const void* x, std::int64_t outer,
+void softmax_forward(SoftmaxKind kind, DType dtype, const void* x, std::int64_t outer,
                      std::int64_t length, std::int64_t inner, void* y, cudaStream_t s);
-void softmax_backward(Softmax kind, DType dtype, const void* g, const void* y, std::int64_t outer,
-                      std::int64_t length, std::int64_t inner, void* dx, cudaStream_t s);
+void softmax_backward(SoftmaxKind kind, DType dtype, const void* g, const void* y,
+                      std::int64_t outer, std::int64_t length, std::int64_t inner, void* dx,
+                      cudaStream_t s);
 
 // ---- defined in the host code (context.cpp) for the .cu files ----
 // Throws DeviceError if the last launch failed ("<kernel> launch failed on the GPU: ...").

@@ -19,26 +19,26 @@ constexpr std::int64_t kTargetBlocks = 512;   // enough blocks to fill a large G
 constexpr std::int64_t kMinRowChunk = 4096;   // elements per block when a row is split
 constexpr std::int64_t kMinColumnRows = 256;  // rows per block when columns are split
 
-__device__ __forceinline__ double combine(Reduce op, double acc, double v) {
-  if (op == Reduce::sum) return acc + v;
+__device__ __forceinline__ double combine(ReduceOp op, double acc, double v) {
+  if (op == ReduceOp::sum) return acc + v;
   return (v > acc || v != v) ? v : acc;  // NaN, once seen, stays (NaN > x is false)
 }
 
-__device__ __forceinline__ double identity(Reduce op) {
-  return op == Reduce::sum ? 0.0 : -HUGE_VAL;
+__device__ __forceinline__ double identity(ReduceOp op) {
+  return op == ReduceOp::sum ? 0.0 : -HUGE_VAL;
 }
 
 // Per-thread accumulation of values v: float runs folded into a double total.
 template <typename C>
 struct Accumulator {
-  Reduce op;
+  ReduceOp op;
   C run;
   int count = 0;
   double total;
-  __device__ explicit Accumulator(Reduce o)
+  __device__ explicit Accumulator(ReduceOp o)
       : op(o), run(static_cast<C>(identity(o))), total(identity(o)) {}
   __device__ __forceinline__ void add(C v) {
-    if (op == Reduce::sum) {
+    if (op == ReduceOp::sum) {
       run += v;
       if (++count == kFlush) {
         total += static_cast<double>(run);
@@ -56,7 +56,7 @@ struct Accumulator {
 
 // Combines one double per thread across the block (blockDim.x * blockDim.y threads, a multiple of
 // 32); the result is valid in thread (0, 0).
-__device__ double block_combine(Reduce op, double v) {
+__device__ double block_combine(ReduceOp op, double v) {
   __shared__ double warp_results[32];
   const int lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32;
   const int warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
@@ -74,9 +74,9 @@ __device__ double block_combine(Reduce op, double v) {
 }
 
 template <typename T>
-__device__ __forceinline__ void store_result(Reduce op, double total, double scale, T* out) {
+__device__ __forceinline__ void store_result(ReduceOp op, double total, double scale, T* out) {
   using C = compute_t<T>;
-  *out = from_compute<T>(static_cast<C>(op == Reduce::sum ? total * scale : total));
+  *out = from_compute<T>(static_cast<C>(op == ReduceOp::sum ? total * scale : total));
 }
 
 std::int64_t row_chunks(std::int64_t rows, std::int64_t length) {
@@ -92,7 +92,7 @@ std::int64_t column_splits(std::int64_t outer, std::int64_t length, std::int64_t
 
 // Block b reduces chunk b % chunks of row b / chunks. 256 threads read consecutive elements.
 template <typename T>
-__global__ void rows_kernel(Reduce op, const T* __restrict__ x, std::int64_t length,
+__global__ void rows_kernel(ReduceOp op, const T* __restrict__ x, std::int64_t length,
                             std::int64_t chunks, double scale, double* __restrict__ partials,
                             T* __restrict__ out) {
   const std::int64_t row = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
@@ -116,7 +116,7 @@ __global__ void rows_kernel(Reduce op, const T* __restrict__ x, std::int64_t len
 // outer = 1 is the leading-axes case (bias gradients); outer > 1 the middle axes (global average
 // pooling over NHWC: (N, H*W, C)).
 template <typename T>
-__global__ void columns_kernel(Reduce op, const T* __restrict__ x, std::int64_t length,
+__global__ void columns_kernel(ReduceOp op, const T* __restrict__ x, std::int64_t length,
                                std::int64_t cols, std::int64_t splits, double scale,
                                double* __restrict__ partials, T* __restrict__ out) {
   __shared__ double column_totals[8][33];  // padded: no bank conflicts on the transposed read
@@ -142,7 +142,7 @@ __global__ void columns_kernel(Reduce op, const T* __restrict__ x, std::int64_t 
 
 // out[i] (i = o * cols + c) = combination of the splits' partials of item i, in split order.
 template <typename T>
-__global__ void finish_middle_kernel(Reduce op, const double* __restrict__ partials,
+__global__ void finish_middle_kernel(ReduceOp op, const double* __restrict__ partials,
                                      std::int64_t items, std::int64_t splits, std::int64_t cols,
                                      double scale, T* __restrict__ out) {
   for (std::int64_t i = global_thread(); i < items; i += grid_threads()) {
@@ -155,7 +155,7 @@ __global__ void finish_middle_kernel(Reduce op, const double* __restrict__ parti
 
 // out[i] = combination of partials[i * item_stride + j * part_stride] for j < parts, in order.
 template <typename T>
-__global__ void finish_kernel(Reduce op, const double* __restrict__ partials, std::int64_t items,
+__global__ void finish_kernel(ReduceOp op, const double* __restrict__ partials, std::int64_t items,
                               std::int64_t parts, std::int64_t item_stride,
                               std::int64_t part_stride, double scale, T* __restrict__ out) {
   for (std::int64_t i = global_thread(); i < items; i += grid_threads()) {
@@ -232,7 +232,7 @@ std::int64_t reduce_columns_partials(std::int64_t length, std::int64_t cols) {
   return reduce_middle_partials(1, length, cols);
 }
 
-void reduce_rows(Reduce op, DType dtype, const void* x, std::int64_t rows, std::int64_t length,
+void reduce_rows(ReduceOp op, DType dtype, const void* x, std::int64_t rows, std::int64_t length,
                  double scale, double* partials, void* out, cudaStream_t s) {
   const std::int64_t chunks = row_chunks(rows, length);
   dispatch_floating(dtype, "reduce", [&]<typename T>() {
@@ -247,7 +247,7 @@ void reduce_rows(Reduce op, DType dtype, const void* x, std::int64_t rows, std::
   check_launch("reduce_rows");
 }
 
-void reduce_middle(Reduce op, DType dtype, const void* x, std::int64_t outer, std::int64_t length,
+void reduce_middle(ReduceOp op, DType dtype, const void* x, std::int64_t outer, std::int64_t length,
                    std::int64_t cols, double scale, double* partials, void* out, cudaStream_t s) {
   const std::int64_t splits = column_splits(outer, length, cols);
   dispatch_floating(dtype, "reduce", [&]<typename T>() {
@@ -264,7 +264,7 @@ void reduce_middle(Reduce op, DType dtype, const void* x, std::int64_t outer, st
   check_launch("reduce_middle");
 }
 
-void reduce_columns(Reduce op, DType dtype, const void* x, std::int64_t length, std::int64_t cols,
+void reduce_columns(ReduceOp op, DType dtype, const void* x, std::int64_t length, std::int64_t cols,
                     double scale, double* partials, void* out, cudaStream_t s) {
   reduce_middle(op, dtype, x, 1, length, cols, scale, partials, out, s);
 }

@@ -8,20 +8,20 @@ namespace mixprec::cuda::kernels {
 
 namespace {
 
-__device__ __forceinline__ bool compare_value(Compare op, double a, double b) {
+__device__ __forceinline__ bool compare_value(CompareOp op, double a, double b) {
   switch (op) {
-    case Compare::equal: return a == b;
-    case Compare::not_equal: return a != b;
-    case Compare::less: return a < b;
-    case Compare::less_equal: return a <= b;
-    case Compare::greater: return a > b;
-    case Compare::greater_equal: return a >= b;
+    case CompareOp::equal: return a == b;
+    case CompareOp::not_equal: return a != b;
+    case CompareOp::less: return a < b;
+    case CompareOp::less_equal: return a <= b;
+    case CompareOp::greater: return a > b;
+    case CompareOp::greater_equal: return a >= b;
   }
   return false;
 }
 
 template <typename Index>
-__global__ void compare_strided(Compare op, DType dtype, Strided<2> plan, const void* a,
+__global__ void compare_strided(CompareOp op, DType dtype, Strided<2> plan, const void* a,
                                 const void* b, bool* __restrict__ out) {
   const Index n = static_cast<Index>(plan.numel);
   for (Index i = static_cast<Index>(global_thread()); i < n;
@@ -78,7 +78,7 @@ __global__ void all_finite_strided(DType dtype, Strided<1> plan, const void* x, 
 
 }  // namespace
 
-void compare(Compare op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
+void compare(CompareOp op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
              bool* out, cudaStream_t s) {
   const unsigned blocks = blocks_for(plan.numel);
   if (plan.index32) {

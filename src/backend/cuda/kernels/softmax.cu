@@ -39,7 +39,7 @@ __device__ __forceinline__ C warp_max(C v) {
 constexpr int kWarpsPerBlock = kThreads / 32;
 
 template <typename T>
-__global__ void forward_rows(Softmax kind, const T* __restrict__ x, std::int64_t rows,
+__global__ void forward_rows(SoftmaxKind kind, const T* __restrict__ x, std::int64_t rows,
                              std::int64_t length, T* __restrict__ y) {
   using C = compute_t<T>;
   const int lane = threadIdx.x % 32;
@@ -58,7 +58,7 @@ __global__ void forward_rows(Softmax kind, const T* __restrict__ x, std::int64_t
     C s = 0;
     for (std::int64_t i = lane; i < length; i += 32) s += k_exp(to_compute(in[i]) - m);
     s = warp_sum(s);
-    if (kind == Softmax::softmax) {
+    if (kind == SoftmaxKind::softmax) {
       for (std::int64_t i = lane; i < length; i += 32)
         out[i] = from_compute<T>(k_exp(to_compute(in[i]) - m) / s);
     } else {
@@ -71,7 +71,7 @@ __global__ void forward_rows(Softmax kind, const T* __restrict__ x, std::int64_t
 }
 
 template <typename T>
-__global__ void forward_lines(Softmax kind, const T* __restrict__ x, std::int64_t outer,
+__global__ void forward_lines(SoftmaxKind kind, const T* __restrict__ x, std::int64_t outer,
                               std::int64_t length, std::int64_t inner, T* __restrict__ y) {
   using C = compute_t<T>;
   const std::int64_t lines = outer * inner;
@@ -86,7 +86,7 @@ __global__ void forward_lines(Softmax kind, const T* __restrict__ x, std::int64_
     }
     C s = 0;
     for (std::int64_t l = 0; l < length; ++l) s += k_exp(to_compute(in[l * inner]) - m);
-    if (kind == Softmax::softmax) {
+    if (kind == SoftmaxKind::softmax) {
       for (std::int64_t l = 0; l < length; ++l)
         out[l * inner] = from_compute<T>(k_exp(to_compute(in[l * inner]) - m) / s);
     } else {
@@ -98,14 +98,14 @@ __global__ void forward_lines(Softmax kind, const T* __restrict__ x, std::int64_
 }
 
 template <typename T>
-__global__ void backward_rows(Softmax kind, const T* __restrict__ g, const T* __restrict__ y,
+__global__ void backward_rows(SoftmaxKind kind, const T* __restrict__ g, const T* __restrict__ y,
                               std::int64_t rows, std::int64_t length, T* __restrict__ dx) {
   using C = compute_t<T>;
   const int lane = threadIdx.x % 32;
   const std::int64_t first =
       static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * kWarpsPerBlock;
-  const bool is_softmax = kind == Softmax::softmax;
+  const bool is_softmax = kind == SoftmaxKind::softmax;
   for (std::int64_t row = first; row < rows; row += step) {
     const T* gr = g + row * length;
     const T* yr = y + row * length;
@@ -122,12 +122,12 @@ __global__ void backward_rows(Softmax kind, const T* __restrict__ g, const T* __
 }
 
 template <typename T>
-__global__ void backward_lines(Softmax kind, const T* __restrict__ g, const T* __restrict__ y,
+__global__ void backward_lines(SoftmaxKind kind, const T* __restrict__ g, const T* __restrict__ y,
                                std::int64_t outer, std::int64_t length, std::int64_t inner,
                                T* __restrict__ dx) {
   using C = compute_t<T>;
   const std::int64_t lines = outer * inner;
-  const bool is_softmax = kind == Softmax::softmax;
+  const bool is_softmax = kind == SoftmaxKind::softmax;
   for (std::int64_t line = global_thread(); line < lines; line += grid_threads()) {
     const std::int64_t o = line / inner, c = line % inner;
     const std::int64_t base = o * length * inner + c;
@@ -150,7 +150,7 @@ unsigned row_blocks(std::int64_t rows) {
 
 }  // namespace
 
-void softmax_forward(Softmax kind, DType dtype, const void* x, std::int64_t outer,
+void softmax_forward(SoftmaxKind kind, DType dtype, const void* x, std::int64_t outer,
                      std::int64_t length, std::int64_t inner, void* y, cudaStream_t s) {
   dispatch_floating(dtype, "softmax", [&]<typename T>() {
     const T* xp = static_cast<const T*>(x);
@@ -165,7 +165,7 @@ void softmax_forward(Softmax kind, DType dtype, const void* x, std::int64_t oute
   check_launch("softmax_forward");
 }
 
-void softmax_backward(Softmax kind, DType dtype, const void* g, const void* y, std::int64_t outer,
+void softmax_backward(SoftmaxKind kind, DType dtype, const void* g, const void* y, std::int64_t outer,
                       std::int64_t length, std::int64_t inner, void* dx, cudaStream_t s) {
   dispatch_floating(dtype, "softmax backward", [&]<typename T>() {
     const T* gp = static_cast<const T*>(g);
