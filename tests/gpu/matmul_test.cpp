@@ -1,12 +1,14 @@
 // cuBLASLt matmul (cuda::matmul and the matmul op on CUDA tensors) against the CPU backend: shapes
 // with odd extents, every transpose combination, transposed and padded views as operands, batches
 // with and without broadcasting, float32 results of 16-bit operands, true FP32 by default vs TF32
-// on request, float16 accumulation, and the descriptor/heuristic cache.
+// on request, float16 accumulation, the descriptor/heuristic cache and the one workspace per
+// device.
 #include "backend/cuda/matmul.h"
 
 #include <array>
 #include <cmath>
 
+#include "backend/cuda/allocator.h"
 #include "gpu/op_harness.h"
 
 namespace mixprec::testing {
@@ -140,6 +142,29 @@ TEST(GpuMatmulTest, Float32IsTrueFp32UnlessTf32IsEnabled) {
   }
 }
 
+// Operands whose matrices must be copied (gaps in both axes) and whose batch is broadcast through
+// a stride-0 axis: describe makes one copy, expanded to the full batch where the copy would have
+// no single batch stride.
+TEST(GpuMatmulTest, CopiedMatricesOverBroadcastBatches) {
+  MIXPREC_REQUIRE_GPU();
+  for (DType dtype : {kFloat32, kFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor big = operand({1, 1, 16, 24}, dtype, 11);
+    const Tensor g = on_gpu(big);
+    // (1, 1, 8, 12) with matrix strides (48, 2), broadcast to (2, 5, 8, 12) and to (2, 1, 8, 12)
+    // (a stride-0 axis of extent 2).
+    const auto gapped = [](const Tensor& t) { return t.slice(2, 0, 16, 2).slice(3, 0, 24, 2); };
+    const Tensor b = operand({2, 5, 12, 3}, dtype, 12);
+    for (const Shape& batch : {Shape{2, 5, 8, 12}, Shape{2, 1, 8, 12}}) {
+      SCOPED_TRACE(batch.to_string());
+      const Tensor a_cpu = broadcast_to(gapped(big), batch);
+      const Tensor a_gpu = broadcast_to(gapped(g), batch);
+      EXPECT_TRUE(matches(cuda::matmul(a_gpu, on_gpu(b), Transpose::no, Transpose::no),
+                          matmul(a_cpu.contiguous(), b), matmul_tolerance(dtype)));
+    }
+  }
+}
+
 // Seed 004's table, switch = 0: float16 accumulation is observable. K = 4096 products of
 // a = float16(0.1) = 1638 / 16384 and b = 1. With float32 accumulation every partial sum
 // k * 1638 / 16384 is exact, so the result is 409.5 exactly (representable in float16, spacing
@@ -184,6 +209,30 @@ TEST(GpuMatmulTest, DescriptorsAndHeuristicsAreCachedPerShape) {
   EXPECT_EQ(after.entries, before.entries);
   cuda::matmul(b.transpose(0, 1), a.transpose(0, 1), Transpose::no, Transpose::no);  // new layout
   EXPECT_EQ(cuda::matmul_cache_stats().misses, before.misses + 1);
+}
+
+// cuBLASLt's workspace is allocated once per device and reused by every later product, whatever
+// its shape, dtype or epilogue.
+TEST(GpuMatmulTest, OneWorkspacePerDevice) {
+  MIXPREC_REQUIRE_GPU();
+  const auto products = [] {
+    for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
+      for (std::int64_t n : {64, 256, 1024}) {
+        const Tensor a = on_gpu(operand({n, 512}, dtype, 13)),
+                     b = on_gpu(operand({512, n}, dtype, 14));
+        cuda::matmul(a, b, Transpose::no, Transpose::no);
+        cuda::matmul_epilogue(a, b, Transpose::no, Transpose::no, dtype, cuda::Epilogue::bias_grad);
+      }
+    }
+  };
+  products();
+  const cuda::MatmulCacheStats first = cuda::matmul_cache_stats();
+  EXPECT_LE(first.workspace_allocations, 1);  // one GPU used
+  const std::int64_t mallocs = cuda::allocator_stats(kGpu).device_mallocs;
+  products();
+  cuda::synchronize(kGpu);
+  EXPECT_EQ(cuda::matmul_cache_stats().workspace_allocations, first.workspace_allocations);
+  EXPECT_EQ(cuda::allocator_stats(kGpu).device_mallocs, mallocs);
 }
 
 TEST(GpuMatmulTest, EmptyAndZeroInnerExtent) {

@@ -10,16 +10,20 @@
 // accumulation mode in cuBLASLt, so bfloat16 with Accumulation::compute_dtype still accumulates in
 // float32 (the result is rounded to bfloat16 once); float64 uses CUBLAS_COMPUTE_64F.
 //
-// For each (device, shapes, layouts, batch strides, dtypes, compute type, pointer alignments,
-// epilogue, and the alignments of the epilogue's bias/aux pointers) the descriptors and the
-// heuristic's algorithm are created once and cached (detail::PlanKey); the workspace comes from the
-// caching allocator.
+// Every product is three steps, each in its own file:
+//   describe (matmul_layout.h): the product's shape and each operand's layout as cuBLASLt reads it
+//     (row-major, transposed view, or copied first; one batch stride), from shapes and strides;
+//   plan (matmul_plan.h): for each (device, shapes, layouts, batch strides, dtypes, compute type,
+//     pointer alignments, epilogue, and the alignments of the epilogue's bias/aux pointers) the
+//     descriptors and the heuristic's algorithm, created once and cached (detail::PlanKey);
+//   launch (matmul_plan.h): one cublasLtMatmul on the device's compute stream, with the device's
+//     persistent workspace (allocated once per device, from the caching allocator, and reused).
+// matmul() and matmul_epilogue() below compose the three (matmul.cpp).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <vector>
 
+#include "backend/cuda/matmul_layout.h"
 #include "mixprec/ops.h"
 #include "mixprec/tensor.h"
 
@@ -76,27 +80,8 @@ struct EpilogueResult {
 EpilogueResult matmul_epilogue(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
                                DType out_dtype, Epilogue epilogue, const Tensor& bias = Tensor());
 
-// ---- layout decisions, exposed for host-side unit tests ----
+// ---- epilogue decisions, exposed for host-side unit tests (layouts: matmul_layout.h) ----
 namespace detail {
-
-// How one (rows, cols) matrix with element strides (sr, sc) is handed to cuBLASLt: as a row-major
-// matrix with row stride ld; as the transpose of a row-major (cols, rows) matrix with row stride ld
-// (a transposed view); or copied contiguous first (any other layout: gaps in both axes, stride-0
-// rows). rows/cols/ld describe the stored row-major matrix.
-enum class MatrixKind { row_major, transposed, copy };
-struct MatrixLayout {
-  MatrixKind kind = MatrixKind::copy;
-  std::int64_t rows = 0, cols = 0, ld = 0;
-};
-MatrixLayout classify_matrix(std::int64_t rows, std::int64_t cols, std::int64_t sr,
-                             std::int64_t sc);
-
-// The single element stride that walks an operand's batch axes (extents/strides of its leading
-// axes, the same rank as `batch`, extent 1 = broadcast) over `batch` in row-major order: 0 when
-// the operand is the same matrix for every batch entry, -1 when no single stride does (then the
-// operand is copied out).
-std::int64_t single_batch_stride(const std::vector<std::int64_t>& extents,
-                                 const std::vector<std::int64_t>& strides, const Shape& batch);
 
 // The cublasLtEpilogue_t value of an epilogue.
 int cublaslt_epilogue(Epilogue epilogue);
@@ -110,26 +95,6 @@ std::int64_t gelu_aux_ld(std::int64_t n);
 // epilogue, which works on the float32 accumulator), out_dtype otherwise.
 DType unfused_epilogue_dtype(DType operand_dtype, DType out_dtype);
 
-// What a cached plan is keyed by (cuBLASLt's view of the product): the plan holds descriptors and
-// the heuristic's algorithm, which depend on every field, the epilogue and its pointers'
-// alignments included.
-struct PlanKey {
-  int device = 0;
-  std::int64_t m = 0, n = 0, k = 0, batch = 1;  // cuBLASLt's: D (m, n) = op(A) (m, k) op(B) (k, n)
-  int op_a = 0, op_b = 0;
-  std::int64_t lda = 0, ldb = 0, ldd = 0;
-  std::int64_t stride_a = 0, stride_b = 0, stride_d = 0;
-  int type_ab = 0, type_d = 0, compute = 0, scale = 0;
-  std::uint32_t align_a = 0, align_b = 0, align_d = 0;
-  int epilogue = 0;  // cublasLtEpilogue_t; 0 = none set (CUBLASLT_EPILOGUE_DEFAULT)
-  std::uint32_t align_bias = 0, align_aux = 0;
-  std::int64_t ld_aux = 0;
-  bool operator==(const PlanKey&) const = default;
-};
-struct PlanKeyHash {
-  std::size_t operator()(const PlanKey& k) const;
-};
-
 // Tests: EpilogueMode::unfused makes matmul_epilogue take its fallback path every time.
 enum class EpilogueMode { fused, unfused };
 void set_epilogue_mode(EpilogueMode mode);
@@ -139,8 +104,9 @@ void set_epilogue_mode(EpilogueMode mode);
 struct MatmulCacheStats {
   std::int64_t entries = 0;  // cached (descriptors, algorithm) plans
   std::int64_t hits = 0;
-  std::int64_t misses = 0;              // each one a cuBLASLt heuristic query
-  std::int64_t epilogue_fallbacks = 0;  // matmul_epilogue calls finished without cuBLASLt's
+  std::int64_t misses = 0;                 // each one a cuBLASLt heuristic query
+  std::int64_t epilogue_fallbacks = 0;     // matmul_epilogue calls finished without cuBLASLt's
+  std::int64_t workspace_allocations = 0;  // persistent workspaces made: at most one per device
 };
 MatmulCacheStats matmul_cache_stats();
 
