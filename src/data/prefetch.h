@@ -21,9 +21,10 @@
 // CPU there) and moves them to the target explicitly; it runs the pipeline's steps under
 // NoGradScope (grad mode is per thread too); what it shares with the consumer is the host
 // allocator (mutex and atomics, src/core/allocator.cpp), the CUDA caching allocator, the
-// transfer staging and the prefetch pinned-buffer pool (each with its own mutex), and the CUDA
-// streams (the runtime is thread-safe). Steps must not draw from default_generator(): the
-// consumer's Dropout draws from it at the same time (none of the ready-made steps does).
+// transfer staging and the prefetch staging pool (each with its own mutex), and the device's
+// streams (reached through backend/device_services.h; the CUDA runtime is thread-safe). Steps must
+// not draw from default_generator(): the consumer's Dropout draws from it at the same time (none of
+// the ready-made steps does).
 //
 // Errors: an exception thrown while producing batch i (a step's error, an out-of-memory
 // DeviceError) is stored and rethrown by the next() that would return batch i; batches before it
