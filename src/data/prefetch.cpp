@@ -65,8 +65,8 @@ class CopyFence {
 // Staging buffers kept for reuse by every prefetcher of the process: pinning host memory costs
 // milliseconds per tens of MB (page locking), and fit() makes a prefetcher per epoch (an epoch of
 // the seed's MLP at batch 8192 is six steps). Never freed, like the transfer staging buffers;
-// bounded by kKeep buffers of the largest batch seen. A buffer is reused only by the backend that
-// allocated it.
+// bounded by kKeep buffers of the largest batch seen. A buffer is reused only for the kind of
+// memory it is (the allocate_staging entry that made it).
 class StagingPool {
  public:
   static StagingPool& instance() {
@@ -78,7 +78,7 @@ class StagingPool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (std::size_t i = 0; i < free_.size(); ++i) {
-        if (free_[i].services == &services && free_[i].buffer.size() >= bytes) {
+        if (free_[i].kind == services.allocate_staging && free_[i].buffer.size() >= bytes) {
           StagingBuffer b = std::move(free_[i].buffer);
           free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
           return b;
@@ -92,7 +92,7 @@ class StagingPool {
     if (!b) return;
     StagingBuffer dropped;  // freed outside the lock
     std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back({&services, std::move(b)});
+    free_.push_back({services.allocate_staging, std::move(b)});
     if (free_.size() > kKeep) {  // drop the smallest
       std::size_t smallest = 0;
       for (std::size_t i = 1; i < free_.size(); ++i) {
@@ -105,7 +105,7 @@ class StagingPool {
 
  private:
   struct Kept {
-    const DeviceServices* services = nullptr;
+    StagingBuffer (*kind)(std::size_t) = nullptr;  // the entry that allocated it
     StagingBuffer buffer;
   };
   static constexpr std::size_t kKeep = 8;  // two or three prefetchers' worth
@@ -263,9 +263,13 @@ void Prefetcher::stop_producer() noexcept {
   queue_->stager.reset();  // waits for the staging buffers' last copies
 }
 
+const DeviceServices* Prefetcher::services() const {
+  return options_.services != nullptr ? options_.services : services_of(options_.device);
+}
+
 bool Prefetcher::overlapped_copy() const {
   // Staging pays off only where the copy can run beside queued compute work.
-  const DeviceServices* services = services_of(options_.device);
+  const DeviceServices* services = this->services();
   return services != nullptr && services->execution == Execution::queued &&
          options_.copy == DeviceCopy::overlapped && options_.mode == PrefetchMode::background;
 }
@@ -294,7 +298,7 @@ void Prefetcher::produce_into(Slot& slot) {
   }
   // One buffer per batch that may wait in the queue, plus the one being filled.
   if (!queue_->stager) {
-    queue_->stager = std::make_unique<DeviceStager>(*services_of(options_.device), options_.device,
+    queue_->stager = std::make_unique<DeviceStager>(*services(), options_.device,
                                                     static_cast<std::size_t>(options_.depth) + 1);
   }
   slot.batch = queue_->stager->stage(host, slot.fence);

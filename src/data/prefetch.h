@@ -41,6 +41,10 @@
 #include "mixprec/data/pipeline.h"
 #include "mixprec/device.h"
 
+namespace mixprec {
+struct DeviceServices;  // backend/device_services.h
+}
+
 namespace mixprec::data {
 
 enum class PrefetchMode {
@@ -64,6 +68,10 @@ struct PrefetchOptions {
   PrefetchMode mode = PrefetchMode::synchronous;
   std::int64_t depth = 2;                    // background: finished batches waiting at most (>= 1)
   DeviceCopy copy = DeviceCopy::overlapped;  // background mode on a CUDA device only
+  // The device services that move batches: null for those of `device`'s backend. Tests pass a
+  // stand-in (the CPU's with Execution::queued runs the overlapped copy without a GPU); it must
+  // outlive the prefetcher.
+  const DeviceServices* services = nullptr;
 };
 
 // What fit() uses: background on a CUDA device (so that assembly and copies overlap the step),
@@ -98,6 +106,7 @@ class Prefetcher {
   struct Queue;
   struct Slot;
   Batch produce(std::int64_t index) const;  // source, then moved with Tensor::to
+  const DeviceServices* services() const;   // options().services, or the device backend's
   bool overlapped_copy() const;             // DeviceCopy::overlapped applies
   void produce_into(Slot& slot);            // producer thread: source, then to the device
   void run_producer();

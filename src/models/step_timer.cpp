@@ -5,7 +5,10 @@
 
 namespace mixprec::models {
 
-StepTimer::StepTimer(Device device) : device_(device), services_(*backend_for(device).services) {}
+StepTimer::StepTimer(Device device) : StepTimer(device, *backend_for(device).services) {}
+
+StepTimer::StepTimer(Device device, const DeviceServices& services)
+    : device_(device), services_(services) {}
 
 std::size_t StepTimer::record() {
   if (recorded_ == events_.size()) {

@@ -23,6 +23,8 @@ class StepTimer {
  public:
   // DeviceError for a device kind this build has no backend for.
   explicit StepTimer(Device device);
+  // With `services` standing in for the device's (tests); it must outlive the timer.
+  StepTimer(Device device, const DeviceServices& services);
   StepTimer(const StepTimer&) = delete;
   StepTimer& operator=(const StepTimer&) = delete;
 
