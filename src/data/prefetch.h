@@ -52,7 +52,8 @@ enum class PrefetchMode {
   background,   // a producer thread assembles batches ahead of next()
 };
 
-// How a background prefetcher moves a batch to a CUDA device.
+// How a background prefetcher moves a batch to a device that queues its work (Execution::queued,
+// backend/device_services.h: a CUDA GPU). A synchronous device (the CPU) always takes Tensor::to.
 enum class DeviceCopy {
   // Its own pinned staging and copy-stream copy, ordered after the compute work queued when the
   // batch's device memory was allocated, with an event the compute stream waits on only when
@@ -67,16 +68,16 @@ struct PrefetchOptions {
   Device device = Device::cpu();  // where next() delivers x and y
   PrefetchMode mode = PrefetchMode::synchronous;
   std::int64_t depth = 2;                    // background: finished batches waiting at most (>= 1)
-  DeviceCopy copy = DeviceCopy::overlapped;  // background mode on a CUDA device only
+  DeviceCopy copy = DeviceCopy::overlapped;  // background mode on a queued device only
   // The device services that move batches: null for those of `device`'s backend. Tests pass a
   // stand-in (the CPU's with Execution::queued runs the overlapped copy without a GPU); it must
   // outlive the prefetcher.
   const DeviceServices* services = nullptr;
 };
 
-// What fit() uses: background on a CUDA device (so that assembly and copies overlap the step),
-// synchronous on the CPU (no behaviour change there: a second thread would compete with the
-// step's OpenMP threads for the same cores).
+// What fit() uses: background on a device that queues work, a CUDA GPU (so that assembly and
+// copies overlap the step), synchronous on one that runs it on the host, the CPU (a second thread
+// would compete with the step's OpenMP threads for the same cores).
 PrefetchOptions prefetch_options_for(Device device);
 
 class Prefetcher {
