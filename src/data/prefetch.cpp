@@ -1,6 +1,7 @@
 // The prefetcher (see prefetch.h): a producer thread, a bounded queue of finished batches and, for
-// a CUDA target, the overlapped host-to-device copy (pinned staging, the copy stream, one event
-// per batch that the compute stream waits on when the batch is handed out).
+// a device that queues its work (CUDA), the overlapped host-to-device copy through the device's
+// services (backend/device_services.h: staging, the copy stream, one event per batch that the
+// compute stream waits on when the batch is handed out). No device kind is named here.
 #include "data/prefetch.h"
 
 #include <condition_variable>
@@ -13,23 +14,17 @@
 #include <utility>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/device_services.h"
+#include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/error.h"
-
-#if MIXPREC_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "backend/cuda/context.h"
-#include "core/tensor_impl.h"
-#endif
 
 namespace mixprec::data {
 
 namespace {
 
-#if MIXPREC_HAVE_CUDA
-
-// Marks the end of one batch's host-to-device copy on the GPU's copy stream. Before anything on
+// Marks the end of one batch's host-to-device copy on the device's copy stream. Before anything on
 // the compute stream uses the batch (or frees its blocks back to the compute stream's pool, where
 // the next allocation could hand them to a kernel while the copy still writes them), the compute
 // stream must wait for it: order_compute() queues that wait (no host sync); the destructor queues
@@ -37,18 +32,12 @@ namespace {
 // that it runs before the batch's tensors are released.
 class CopyFence {
  public:
-  explicit CopyFence(int index) : index_(index) {
-    cuda::DeviceGuard guard(index_);
-    cuda::check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming),
-                "cudaEventCreate (prefetch copy)");
-  }
+  CopyFence(const DeviceServices& services, Device device)
+      : services_(services), event_(services.create_event(device, EventTiming::disabled)) {}
   ~CopyFence() {
     try {
       order_compute();
-      cuda::DeviceGuard guard(index_);
-      // Legal while the wait is pending: the event's resources go once it has completed.
-      (void)cudaEventDestroy(event_);
-    } catch (...) {  // a failing GPU at shutdown: nothing more can be done here
+    } catch (...) {  // a failing device at shutdown: nothing more can be done here
     }
   }
   CopyFence(const CopyFence&) = delete;
@@ -56,88 +45,78 @@ class CopyFence {
 
   // After the copies were queued on the copy stream.
   void record() {
-    cuda::DeviceGuard guard(index_);
-    cuda::check(cudaEventRecord(event_, cuda::context(index_).copy), "cudaEventRecord (prefetch)");
+    services_.record_event(*event_, Stream::copy);
     recorded_ = true;
   }
-  // The compute stream waits (on the GPU) for the copy; once.
+  // The compute stream waits (on the device) for the copy; once.
   void order_compute() {
     if (!recorded_ || ordered_) return;
     ordered_ = true;
-    cuda::DeviceGuard guard(index_);
-    cuda::check(cudaStreamWaitEvent(cuda::context(index_).compute, event_, 0),
-                "cudaStreamWaitEvent (prefetched batch)");
+    services_.wait_event(Stream::compute, *event_);
   }
 
  private:
-  int index_;
-  cudaEvent_t event_ = nullptr;
+  const DeviceServices& services_;
+  Event event_;
   bool recorded_ = false;
   bool ordered_ = false;
 };
 
-namespace {
-
-// Pinned host buffers kept for reuse by every prefetcher of the process: cudaHostAlloc costs
+// Staging buffers kept for reuse by every prefetcher of the process: pinning host memory costs
 // milliseconds per tens of MB (page locking), and fit() makes a prefetcher per epoch (an epoch of
 // the seed's MLP at batch 8192 is six steps). Never freed, like the transfer staging buffers;
-// bounded by kKeep buffers of the largest batch seen.
-struct PinnedBuffer {
-  void* ptr = nullptr;
-  std::size_t bytes = 0;
-};
-
-class PinnedPool {
+// bounded by kKeep buffers of the largest batch seen. A buffer is reused only for the kind of
+// memory it is (the allocate_staging entry that made it).
+class StagingPool {
  public:
-  static PinnedPool& instance() {
-    static auto* pool = new PinnedPool();  // never destroyed: prefetchers may outlive statics
+  static StagingPool& instance() {
+    static auto* pool = new StagingPool();  // never destroyed: prefetchers may outlive statics
     return *pool;
   }
   // A buffer of at least `bytes` (a kept one when one fits).
-  PinnedBuffer take(std::size_t bytes) {
+  StagingBuffer take(const DeviceServices& services, std::size_t bytes) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (std::size_t i = 0; i < free_.size(); ++i) {
-        if (free_[i].bytes >= bytes) {
-          const PinnedBuffer b = free_[i];
+        if (free_[i].kind == services.allocate_staging && free_[i].buffer.size() >= bytes) {
+          StagingBuffer b = std::move(free_[i].buffer);
           free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
           return b;
         }
       }
     }
-    PinnedBuffer b;
-    b.bytes = bytes;
-    cuda::check(cudaHostAlloc(&b.ptr, bytes == 0 ? 1 : bytes, cudaHostAllocPortable),
-                "cudaHostAlloc (prefetch staging)");
-    return b;
+    return services.allocate_staging(bytes);
   }
   // `b` must have no copy in flight.
-  void give(PinnedBuffer b) {
-    if (b.ptr == nullptr) return;
+  void give(const DeviceServices& services, StagingBuffer b) {
+    if (!b) return;
+    StagingBuffer dropped;  // freed outside the lock
     std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(b);
+    free_.push_back({services.allocate_staging, std::move(b)});
     if (free_.size() > kKeep) {  // drop the smallest
       std::size_t smallest = 0;
       for (std::size_t i = 1; i < free_.size(); ++i) {
-        if (free_[i].bytes < free_[smallest].bytes) smallest = i;
+        if (free_[i].buffer.size() < free_[smallest].buffer.size()) smallest = i;
       }
-      (void)cudaFreeHost(free_[smallest].ptr);
+      dropped = std::move(free_[smallest].buffer);
       free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(smallest));
     }
   }
 
  private:
+  struct Kept {
+    StagingBuffer (*kind)(std::size_t) = nullptr;  // the entry that allocated it
+    StagingBuffer buffer;
+  };
   static constexpr std::size_t kKeep = 8;  // two or three prefetchers' worth
   std::mutex mutex_;
-  std::vector<PinnedBuffer> free_;
+  std::vector<Kept> free_;
 };
 
 constexpr std::size_t kTargetsAlignment = 256;  // y's offset in the staging buffer
 
-}  // namespace
-
 // The producer's half of the overlapped copy, used on the producer thread only. Each batch's x and
-// y are packed into one of a few rotating pinned buffers (a buffer is refilled only after its
+// y are packed into one of a few rotating staging buffers (a buffer is refilled only after its
 // previous copy finished: the producer waits for that, never the consumer); the device tensors
 // are allocated, the copy stream waits for the work queued so far on the compute stream (which may
 // still use blocks the allocation just handed out, freed by the consumer's last step), and the
@@ -146,25 +125,20 @@ constexpr std::size_t kTargetsAlignment = 256;  // y's offset in the staging buf
 // also makes the compute stream wait for the copy right away.
 class DeviceStager {
  public:
-  DeviceStager(Device device, std::size_t buffers) : device_(device), index_(device.index) {
-    cuda::require_device(device);
-    cuda::DeviceGuard guard(index_);
-    cuda::check(cudaEventCreateWithFlags(&allocated_, cudaEventDisableTiming), "cudaEventCreate");
+  DeviceStager(const DeviceServices& services, Device device, std::size_t buffers)
+      : services_(services),
+        device_(device),
+        allocated_(services.create_event(device, EventTiming::disabled)) {
     buffers_.resize(buffers);
-    for (Buffer& b : buffers_) {
-      cuda::check(cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming), "cudaEventCreate");
-    }
+    for (Buffer& b : buffers_) b.done = services_.create_event(device_, EventTiming::disabled);
   }
   ~DeviceStager() {
-    try {
-      cuda::DeviceGuard guard(index_);
-      for (Buffer& b : buffers_) {
-        if (b.used) (void)cudaEventSynchronize(b.done);  // its copy no longer reads the buffer
-        PinnedPool::instance().give(b.pinned);
-        (void)cudaEventDestroy(b.done);
+    for (Buffer& b : buffers_) {
+      try {
+        if (b.used) services_.synchronize_event(*b.done);  // its copy no longer reads the buffer
+        StagingPool::instance().give(services_, std::move(b.staging));
+      } catch (...) {  // a failing device at shutdown: the buffer is freed with b
       }
-      (void)cudaEventDestroy(allocated_);
-    } catch (...) {  // a failing GPU at shutdown
     }
   }
   DeviceStager(const DeviceStager&) = delete;
@@ -180,36 +154,25 @@ class DeviceStager {
     const std::size_t total = y_offset + (y.defined() ? y.nbytes() : 0);
 
     Buffer& b = buffers_[next_++ % buffers_.size()];
-    cuda::DeviceGuard guard(index_);
-    if (b.used) {
-      cuda::check(cudaEventSynchronize(b.done), "waiting for a prefetch staging buffer");
+    if (b.used) services_.synchronize_event(*b.done);  // its last copy finished reading it
+    if (b.staging.size() < total) {
+      StagingPool::instance().give(services_, std::exchange(b.staging, StagingBuffer{}));
+      b.staging = StagingPool::instance().take(services_, total);
     }
-    if (b.pinned.bytes < total) {
-      PinnedPool::instance().give(std::exchange(b.pinned, PinnedBuffer{}));
-      b.pinned = PinnedPool::instance().take(total);
+    if (x_bytes > 0) std::memcpy(b.staging.data(), x.data_ptr(), x_bytes);
+    if (y.defined() && y.nbytes() > 0) {
+      std::memcpy(b.staging.data() + y_offset, y.data_ptr(), y.nbytes());
     }
-    char* staging = static_cast<char*>(b.pinned.ptr);
-    if (x_bytes > 0) std::memcpy(staging, x.data_ptr(), x_bytes);
-    if (y.defined() && y.nbytes() > 0) std::memcpy(staging + y_offset, y.data_ptr(), y.nbytes());
 
-    fence = std::make_unique<CopyFence>(index_);
+    fence = std::make_unique<CopyFence>(services_, device_);
     Batch out;
     out.x = core::make_tensor(x.shape(), x.dtype(), device_);
     if (y.defined()) out.y = core::make_tensor(y.shape(), y.dtype(), device_);
-    cuda::DeviceContext& ctx = cuda::context(index_);
-    cuda::check(cudaEventRecord(allocated_, ctx.compute), "cudaEventRecord (prefetch)");
-    cuda::check(cudaStreamWaitEvent(ctx.copy, allocated_, 0), "cudaStreamWaitEvent (prefetch)");
-    if (x_bytes > 0) {
-      cuda::check(
-          cudaMemcpyAsync(out.x.data_ptr(), staging, x_bytes, cudaMemcpyHostToDevice, ctx.copy),
-          "cudaMemcpyAsync (prefetch, features)");
-    }
-    if (y.defined() && y.nbytes() > 0) {
-      cuda::check(cudaMemcpyAsync(out.y.data_ptr(), staging + y_offset, y.nbytes(),
-                                  cudaMemcpyHostToDevice, ctx.copy),
-                  "cudaMemcpyAsync (prefetch, targets)");
-    }
-    cuda::check(cudaEventRecord(b.done, ctx.copy), "cudaEventRecord (prefetch)");
+    services_.record_event(*allocated_, Stream::compute);
+    services_.wait_event(Stream::copy, *allocated_);
+    services_.upload(b.staging, 0, out.x);
+    if (y.defined()) services_.upload(b.staging, y_offset, out.y);
+    services_.record_event(*b.done, Stream::copy);
     b.used = true;
     fence->record();
     return out;
@@ -217,31 +180,23 @@ class DeviceStager {
 
  private:
   struct Buffer {
-    PinnedBuffer pinned;
-    cudaEvent_t done = nullptr;  // the last copy out of this buffer
+    StagingBuffer staging;
+    Event done;  // the last copy out of this buffer
     bool used = false;
   };
+  const DeviceServices& services_;
   Device device_;
-  int index_;
-  cudaEvent_t allocated_ = nullptr;
+  Event allocated_;
   std::vector<Buffer> buffers_;
   std::size_t next_ = 0;
 };
 
-#else  // a build without the CUDA backend: no overlapped copy (Tensor::to throws DeviceError)
-
-class CopyFence {
- public:
-  void order_compute() {}
-};
-
-class DeviceStager {
- public:
-  DeviceStager(Device, std::size_t) {}
-  Batch stage(const Batch& host, std::unique_ptr<CopyFence>&) { return host; }
-};
-
-#endif
+// The services of `device`'s backend; nullptr when this build has none (Tensor::to then throws
+// the one DeviceError).
+const DeviceServices* services_of(Device device) {
+  const Backend* backend = find_backend(device.type);
+  return backend == nullptr ? nullptr : backend->services;
+}
 
 }  // namespace
 
@@ -264,8 +219,11 @@ struct Prefetcher::Queue {
 };
 
 PrefetchOptions prefetch_options_for(Device device) {
-  return {.device = device,
-          .mode = device.is_cuda() ? PrefetchMode::background : PrefetchMode::synchronous};
+  // A device that runs the step on the host's cores gains nothing from a producer thread; any
+  // other does (a device this build lacks too: its DeviceError comes from the first move).
+  const DeviceServices* services = services_of(device);
+  const bool on_host = services != nullptr && services->execution == Execution::synchronous;
+  return {.device = device, .mode = on_host ? PrefetchMode::synchronous : PrefetchMode::background};
 }
 
 Prefetcher::Prefetcher(std::int64_t count, Source source, PrefetchOptions options)
@@ -305,8 +263,14 @@ void Prefetcher::stop_producer() noexcept {
   queue_->stager.reset();  // waits for the staging buffers' last copies
 }
 
+const DeviceServices* Prefetcher::services() const {
+  return options_.services != nullptr ? options_.services : services_of(options_.device);
+}
+
 bool Prefetcher::overlapped_copy() const {
-  return MIXPREC_HAVE_CUDA && options_.device.is_cuda() &&
+  // Staging pays off only where the copy can run beside queued compute work.
+  const DeviceServices* services = this->services();
+  return services != nullptr && services->execution == Execution::queued &&
          options_.copy == DeviceCopy::overlapped && options_.mode == PrefetchMode::background;
 }
 
@@ -334,7 +298,7 @@ void Prefetcher::produce_into(Slot& slot) {
   }
   // One buffer per batch that may wait in the queue, plus the one being filled.
   if (!queue_->stager) {
-    queue_->stager = std::make_unique<DeviceStager>(options_.device,
+    queue_->stager = std::make_unique<DeviceStager>(*services(), options_.device,
                                                     static_cast<std::size_t>(options_.depth) + 1);
   }
   slot.batch = queue_->stager->stage(host, slot.fence);

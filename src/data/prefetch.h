@@ -21,9 +21,10 @@
 // CPU there) and moves them to the target explicitly; it runs the pipeline's steps under
 // NoGradScope (grad mode is per thread too); what it shares with the consumer is the host
 // allocator (mutex and atomics, src/core/allocator.cpp), the CUDA caching allocator, the
-// transfer staging and the prefetch pinned-buffer pool (each with its own mutex), and the CUDA
-// streams (the runtime is thread-safe). Steps must not draw from default_generator(): the
-// consumer's Dropout draws from it at the same time (none of the ready-made steps does).
+// transfer staging and the prefetch staging pool (each with its own mutex), and the device's
+// streams (reached through backend/device_services.h; the CUDA runtime is thread-safe). Steps must
+// not draw from default_generator(): the consumer's Dropout draws from it at the same time (none of
+// the ready-made steps does).
 //
 // Errors: an exception thrown while producing batch i (a step's error, an out-of-memory
 // DeviceError) is stored and rethrown by the next() that would return batch i; batches before it
@@ -40,6 +41,10 @@
 #include "mixprec/data/pipeline.h"
 #include "mixprec/device.h"
 
+namespace mixprec {
+struct DeviceServices;  // backend/device_services.h
+}
+
 namespace mixprec::data {
 
 enum class PrefetchMode {
@@ -47,7 +52,8 @@ enum class PrefetchMode {
   background,   // a producer thread assembles batches ahead of next()
 };
 
-// How a background prefetcher moves a batch to a CUDA device.
+// How a background prefetcher moves a batch to a device that queues its work (Execution::queued,
+// backend/device_services.h: a CUDA GPU). A synchronous device (the CPU) always takes Tensor::to.
 enum class DeviceCopy {
   // Its own pinned staging and copy-stream copy, ordered after the compute work queued when the
   // batch's device memory was allocated, with an event the compute stream waits on only when
@@ -62,12 +68,16 @@ struct PrefetchOptions {
   Device device = Device::cpu();  // where next() delivers x and y
   PrefetchMode mode = PrefetchMode::synchronous;
   std::int64_t depth = 2;                    // background: finished batches waiting at most (>= 1)
-  DeviceCopy copy = DeviceCopy::overlapped;  // background mode on a CUDA device only
+  DeviceCopy copy = DeviceCopy::overlapped;  // background mode on a queued device only
+  // The device services that move batches: null for those of `device`'s backend. Tests pass a
+  // stand-in (the CPU's with Execution::queued runs the overlapped copy without a GPU); it must
+  // outlive the prefetcher.
+  const DeviceServices* services = nullptr;
 };
 
-// What fit() uses: background on a CUDA device (so that assembly and copies overlap the step),
-// synchronous on the CPU (no behaviour change there: a second thread would compete with the
-// step's OpenMP threads for the same cores).
+// What fit() uses: background on a device that queues work, a CUDA GPU (so that assembly and
+// copies overlap the step), synchronous on one that runs it on the host, the CPU (a second thread
+// would compete with the step's OpenMP threads for the same cores).
 PrefetchOptions prefetch_options_for(Device device);
 
 class Prefetcher {
@@ -97,6 +107,7 @@ class Prefetcher {
   struct Queue;
   struct Slot;
   Batch produce(std::int64_t index) const;  // source, then moved with Tensor::to
+  const DeviceServices* services() const;   // options().services, or the device backend's
   bool overlapped_copy() const;             // DeviceCopy::overlapped applies
   void produce_into(Slot& slot);            // producer thread: source, then to the device
   void run_producer();

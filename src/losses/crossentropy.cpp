@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/device_services.h"
 #include "losses/loss_helpers.h"
 #include "mixprec/creation.h"
 #include "mixprec/error.h"
@@ -32,10 +34,12 @@ std::int64_t class_count(const char* loss, const Tensor& pred) {
 }
 
 // Sparse labels: integer class indices of shape y_pred.shape[:-1] (or with a trailing 1), each in
-// [0, classes). Returns them reshaped to y_pred.shape[:-1]. The range is checked here for CPU
-// labels (a ValueError naming the first bad label); CUDA labels get the dtype and shape checks
-// only, since reading them back would cost a host sync every step: there one_hot turns a bad
-// label's row into NaN, so the loss comes out NaN (a loss-scaled step is then skipped).
+// [0, classes). Returns them reshaped to y_pred.shape[:-1]. The range is checked here where
+// reading the labels back costs nothing, on a device that runs work synchronously (the CPU: a
+// ValueError naming the first bad label); on a device that queues work (a GPU) labels get the
+// dtype and shape checks only, since reading them back would cost a host sync every step: there
+// one_hot turns a bad label's row into NaN, so the loss comes out NaN (a loss-scaled step is then
+// skipped).
 Tensor checked_labels(const char* loss, const Tensor& labels, const Tensor& pred,
                       std::int64_t classes) {
   if (!labels.defined()) throw ValueError(std::string(loss) + ": y_true is an undefined tensor");
@@ -55,7 +59,9 @@ Tensor checked_labels(const char* loss, const Tensor& labels, const Tensor& pred
                      " but y_pred has shape " + pred.shape().to_string() + "; expected labels of " +
                      "shape " + batch_shape.to_string() + " or " + Shape(with_one).to_string());
   }
-  if (labels.device().is_cuda()) return reshape(labels, batch_shape);
+  if (backend_for(labels.device()).services->execution == Execution::queued) {
+    return reshape(labels, batch_shape);
+  }
   const std::vector<std::int64_t> values = labels.to_vector<std::int64_t>();
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (values[i] < 0 || values[i] >= classes) {

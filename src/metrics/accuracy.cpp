@@ -1,9 +1,8 @@
 // Accuracy, SparseCategoricalAccuracy, CategoricalAccuracy and BinaryAccuracy: each batch adds
-// (matches, comparisons) to the running ratio. On the CPU the comparisons run on host copies in
-// double (and argmax on the stored values), so 16-bit predictions need no cast. On a CUDA device
-// the same comparisons run there (values widened to float64, exact for every stored dtype, argmax
-// on the stored values) and the matches are counted into a device accumulator: no copy to the
-// host per batch (metric_impl.h).
+// (matches, comparisons) to the running ratio. The comparisons run as ops on the predictions'
+// device, the same on every device: values widened to float64 (exact for every stored dtype, so
+// 16-bit predictions need no cast), argmax on the stored values, and the matches counted into an
+// accumulator there: no copy to the host per batch (metric_impl.h).
 #include <string>
 #include <vector>
 
@@ -58,9 +57,7 @@ void check_class_axis(const std::string& metric, const Tensor& y_pred) {
   }
 }
 
-// ---- the device path: counts stay on the GPU ----
-
-bool on_device(const Tensor& y_pred) { return y_pred.device().is_cuda(); }
+// ---- the comparisons, as ops on y_pred's device ----
 
 // y_true where y_pred is (a batch's labels may still be on the host when a user calls
 // update_state directly).
@@ -78,16 +75,8 @@ class AccuracyImpl final : public detail::MetricImpl {
   void update(const Tensor& y_true, const Tensor& y_pred) override {
     check_defined(name(), y_true, y_pred);
     check_matching(name(), y_true, y_pred);
-    if (on_device(y_pred)) {
-      add_on_device(count_true(equal(flat_float64(beside(y_true, y_pred)), flat_float64(y_pred))),
-                    static_cast<double>(y_pred.numel()));
-      return;
-    }
-    const std::vector<double> t = y_true.to_vector<double>();
-    const std::vector<double> p = y_pred.to_vector<double>();
-    double matches = 0.0;
-    for (std::size_t i = 0; i < t.size(); ++i) matches += t[i] == p[i] ? 1.0 : 0.0;
-    add(matches, static_cast<double>(t.size()));
+    add(count_true(equal(flat_float64(beside(y_true, y_pred)), flat_float64(y_pred))),
+        static_cast<double>(y_pred.numel()));
   }
 };
 
@@ -107,20 +96,9 @@ class SparseCategoricalAccuracyImpl final : public detail::MetricImpl {
                        "; expected labels of shape " + batch.to_string() + " or " +
                        Shape(with_one).to_string());
     }
-    if (on_device(y_pred)) {
-      const Tensor predicted = argmax(y_pred, -1);  // int64, exact in float64
-      add_on_device(
-          count_true(equal(flat_float64(beside(y_true, y_pred)), flat_float64(predicted))),
-          static_cast<double>(predicted.numel()));
-      return;
-    }
-    const std::vector<double> labels = y_true.to_vector<double>();
-    const std::vector<std::int64_t> predicted = argmax(y_pred, -1).to_vector<std::int64_t>();
-    double matches = 0.0;
-    for (std::size_t i = 0; i < labels.size(); ++i) {
-      matches += labels[i] == static_cast<double>(predicted[i]) ? 1.0 : 0.0;
-    }
-    add(matches, static_cast<double>(labels.size()));
+    const Tensor predicted = argmax(y_pred, -1);  // int64, exact in float64
+    add(count_true(equal(flat_float64(beside(y_true, y_pred)), flat_float64(predicted))),
+        static_cast<double>(predicted.numel()));
   }
 };
 
@@ -136,17 +114,9 @@ class CategoricalAccuracyImpl final : public detail::MetricImpl {
                        " but y_pred has shape " + y_pred.shape().to_string() +
                        "; one-hot targets must have the predictions' shape");
     }
-    if (on_device(y_pred)) {
-      const Tensor predicted = argmax(y_pred, -1);
-      add_on_device(count_true(equal(argmax(beside(y_true, y_pred), -1), predicted)),
-                    static_cast<double>(predicted.numel()));
-      return;
-    }
-    const std::vector<std::int64_t> a = argmax(y_true, -1).to_vector<std::int64_t>();
-    const std::vector<std::int64_t> b = argmax(y_pred, -1).to_vector<std::int64_t>();
-    double matches = 0.0;
-    for (std::size_t i = 0; i < a.size(); ++i) matches += a[i] == b[i] ? 1.0 : 0.0;
-    add(matches, static_cast<double>(a.size()));
+    const Tensor predicted = argmax(y_pred, -1);
+    add(count_true(equal(argmax(beside(y_true, y_pred), -1), predicted)),
+        static_cast<double>(predicted.numel()));
   }
 };
 
@@ -158,22 +128,12 @@ class BinaryAccuracyImpl final : public detail::MetricImpl {
     check_defined(name(), y_true, y_pred);
     check_floating_pred(name(), y_pred);
     check_matching(name(), y_true, y_pred);
-    if (on_device(y_pred)) {
-      // (p > threshold) as 0/1, compared with the targets: the host path's arithmetic.
-      const Tensor threshold =
-          scalar(threshold_, {.dtype = DType::float64, .device = y_pred.device()});
-      const Tensor above = greater(flat_float64(y_pred), threshold).to(DType::float64);
-      add_on_device(count_true(equal(above, flat_float64(beside(y_true, y_pred)))),
-                    static_cast<double>(y_pred.numel()));
-      return;
-    }
-    const std::vector<double> t = y_true.to_vector<double>();
-    const std::vector<double> p = y_pred.to_vector<double>();
-    double matches = 0.0;
-    for (std::size_t i = 0; i < t.size(); ++i) {
-      matches += (p[i] > threshold_ ? 1.0 : 0.0) == t[i] ? 1.0 : 0.0;
-    }
-    add(matches, static_cast<double>(t.size()));
+    // (p > threshold) as 0/1, compared with the targets as float64.
+    const Tensor threshold =
+        scalar(threshold_, {.dtype = DType::float64, .device = y_pred.device()});
+    const Tensor above = greater(flat_float64(y_pred), threshold).to(DType::float64);
+    add(count_true(equal(above, flat_float64(beside(y_true, y_pred)))),
+        static_cast<double>(y_pred.numel()));
   }
 
  private:

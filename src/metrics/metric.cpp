@@ -25,22 +25,20 @@ void MetricImpl::update_values(const Tensor&) {
 }
 
 double MetricImpl::result() const {
-  // The device part is exact: sums of whole counts (or of float64 values) in float64.
-  const double total = total_ + (device_total_.defined() ? device_total_.item() : 0.0);
+  // Exact for counts: sums of whole numbers (or of float64 values) in float64.
+  const double total = total_.defined() ? total_.item() : 0.0;
   return count_ > 0.0 ? total / count_ : 0.0;
 }
 
 void MetricImpl::reset() {
-  total_ = count_ = 0.0;
-  device_total_ = Tensor();
+  count_ = 0.0;
+  total_ = Tensor();
 }
 
-void MetricImpl::add_on_device(const Tensor& total, double count) {
+void MetricImpl::add(const Tensor& total, double count) {
   // A batch on another device than the earlier ones (rare): move the accumulator along.
-  if (device_total_.defined() && !(device_total_.device() == total.device())) {
-    device_total_ = device_total_.to(total.device());
-  }
-  device_total_ = device_total_.defined() ? mixprec::add(device_total_, total) : total;
+  if (total_.defined() && !(total_.device() == total.device())) total_ = total_.to(total.device());
+  total_ = total_.defined() ? mixprec::add(total_, total) : total;
   count_ += count;
 }
 
@@ -55,14 +53,7 @@ class MeanImpl final : public MetricImpl {
       throw DTypeError("Mean '" + name() + "': expects numeric values, got bool " +
                        values.shape().to_string() + "; cast with .to(mixprec::kFloat32)");
     }
-    if (values.device().is_cuda()) {
-      add_on_device(sum(values.to(DType::float64)), static_cast<double>(values.numel()));
-      return;
-    }
-    const std::vector<double> v = values.to_vector<double>();
-    double total = 0.0;
-    for (double x : v) total += x;
-    add(total, static_cast<double>(v.size()));
+    add(sum(values.to(DType::float64)), static_cast<double>(values.numel()));
   }
 };
 

@@ -1,11 +1,12 @@
 // Behind the Metric handle. Every metric here is a ratio total / count accumulated in double
 // (Keras's Mean and MeanMetricWrapper); subclasses turn a batch into (total, count).
 //
-// Host synchronisation rule: a batch on the CPU is counted on the host (add), as before. A batch
-// on a CUDA device is counted there (add_on_device): its total is a float64 scalar summed into a
-// device accumulator by stream-ordered kernels, and only its count (known from the shape) is a
-// host number; result() reads the accumulator back, the one synchronisation, when the value is
-// shown (a progress redraw, the end of an epoch). update_state never waits for the GPU.
+// One path for every device: a batch is counted where its tensors are (add): its total is a
+// float64 scalar computed by ops and summed into an accumulator on that device, and only its
+// count (known from the shape) is a host number. result() reads the accumulator back when the
+// value is shown (a progress redraw, the end of an epoch): on a device that queues its work (a
+// GPU) that is the one synchronisation, and update_state never waits for it; on the CPU the read
+// is free. Sums of whole counts are exact in float64 on every device.
 #pragma once
 
 #include <string>
@@ -24,24 +25,19 @@ class MetricImpl {
   // Mean overrides this; the default throws ValueError (accuracy-style metrics).
   virtual void update_values(const Tensor& values);
 
-  // Reads the device accumulator when there is one (synchronises with its GPU).
+  // Reads the accumulator back (synchronises with its device).
   double result() const;
   void reset();
   const std::string& name() const { return name_; }
 
  protected:
-  void add(double total, double count) {
-    total_ += total;
-    count_ += count;
-  }
-  // `total`: a float64 scalar on a CUDA device (the batch's matches or sum); `count` on the host.
-  void add_on_device(const Tensor& total, double count);
+  // `total`: a float64 scalar on the batch's device (its matches or sum); `count` on the host.
+  void add(const Tensor& total, double count);
 
  private:
   std::string name_;
-  double total_ = 0.0;
   double count_ = 0.0;
-  Tensor device_total_;  // float64 scalar on the device of the batches; undefined until one
+  Tensor total_;  // float64 scalar on the device of the batches; undefined until one
 };
 
 }  // namespace mixprec::metrics::detail

@@ -1,93 +1,50 @@
 // StepTimer (see step_timer.h).
 #include "models/step_timer.h"
 
-#include <utility>
-
-#if MIXPREC_HAVE_CUDA
-#include "backend/cuda/context.h"
-#endif
+#include "backend/backend.h"
 
 namespace mixprec::models {
 
-#if MIXPREC_HAVE_CUDA
-// Timing events recorded on the compute stream: events[0] before the first step, events[i] after
-// step i. Created as needed and reused across epochs.
-struct StepTimer::GpuEvents {
-  int index = 0;
-  std::vector<cudaEvent_t> events;
-  std::size_t recorded = 0;
+StepTimer::StepTimer(Device device) : StepTimer(device, *backend_for(device).services) {}
 
-  ~GpuEvents() {
-    cuda::DeviceGuard guard(index);
-    for (cudaEvent_t e : events) (void)cudaEventDestroy(e);
-  }
-  void record() {
-    cuda::StreamScope scope(Device::cuda(index));
-    if (recorded == events.size()) {
-      cudaEvent_t e = nullptr;
-      cuda::check(cudaEventCreate(&e), "cudaEventCreate (step timer)");
-      events.push_back(e);
-    }
-    cuda::check(cudaEventRecord(events[recorded], scope.stream()), "cudaEventRecord (step timer)");
-    ++recorded;
-  }
-  std::vector<double> take() {
-    std::vector<double> ms;
-    if (recorded < 2) {
-      recorded = 0;
-      return ms;
-    }
-    cuda::DeviceGuard guard(index);
-    cuda::check(cudaEventSynchronize(events[recorded - 1]), "waiting for the last step");
-    for (std::size_t i = 1; i < recorded; ++i) {
-      float elapsed = 0.0f;
-      cuda::check(cudaEventElapsedTime(&elapsed, events[i - 1], events[i]),
-                  "cudaEventElapsedTime (step timer)");
-      ms.push_back(static_cast<double>(elapsed));
-    }
-    recorded = 0;
-    return ms;
-  }
-};
-#else
-struct StepTimer::GpuEvents {  // a build without CUDA has no CUDA tensors: never used
-  int index = 0;
-  std::size_t recorded = 0;
-  void record() {}
-  std::vector<double> take() { return {}; }
-};
-#endif
+StepTimer::StepTimer(Device device, const DeviceServices& services)
+    : device_(device), services_(services) {}
 
-StepTimer::StepTimer(Device device) : device_(device) {
-  if (device.is_cuda()) {
-    gpu_ = std::make_unique<GpuEvents>();
-    gpu_->index = device.index;
+std::size_t StepTimer::record() {
+  if (recorded_ == events_.size()) {
+    events_.push_back(services_.create_event(device_, EventTiming::enabled));
   }
+  services_.record_event(*events_[recorded_], Stream::compute);
+  return recorded_++;
 }
 
-StepTimer::~StepTimer() = default;
-
 void StepTimer::step_started() {
-  if (gpu_) {
-    if (gpu_->recorded == 0) gpu_->record();  // the start of the first step
-  } else {
-    started_ = std::chrono::steady_clock::now();
-  }
+  // A queued device's step begins where the previous step's work ends (the first one at the
+  // event recorded here); a synchronous device's step begins now.
+  const bool continues = services_.execution == Execution::queued && !steps_.empty();
+  start_ = continues ? steps_.back().end : record();
+  started_ = true;
 }
 
 void StepTimer::step_finished() {
-  if (gpu_) {
-    gpu_->record();
-  } else {
-    host_ms_.push_back(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_)
-            .count());
-  }
+  const std::size_t end = record();
+  steps_.push_back({started_ ? start_ : end, end});
+  started_ = false;
 }
 
 std::vector<double> StepTimer::take_times() {
-  if (gpu_) return gpu_->take();
-  return std::exchange(host_ms_, {});
+  std::vector<double> ms;
+  if (!steps_.empty()) {
+    services_.synchronize_event(*events_[steps_.back().end]);
+    ms.reserve(steps_.size());
+    for (const Step& s : steps_) {
+      ms.push_back(services_.elapsed_ms(*events_[s.start], *events_[s.end]));
+    }
+  }
+  steps_.clear();
+  recorded_ = 0;
+  started_ = false;
+  return ms;
 }
 
 }  // namespace mixprec::models
