@@ -3,13 +3,12 @@
 // Every gradient is itself a matmul with transposes (no transposed copies), in the operands'
 // dtype, summed over the batch axes an operand was broadcast along (16-bit products are summed in
 // float32 and rounded once).
-#include "backend/cpu/matmul.h"
-
 #include <algorithm>
 #include <string>
 
 #include "autograd/node.h"
-#include "backend/cuda/matmul.h"
+#include "backend/backend.h"
+#include "backend/nn_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -52,11 +51,11 @@ Tensor fold_rows(const Tensor& x) {
                          {stride, x.strides()[static_cast<std::size_t>(r - 1)]}, x.offset());
 }
 
-// The backend's product: cuBLASLt for CUDA operands, oneDNN (or the float64 loop) for CPU ones.
+// The backend's product (backend/nn_kernels.h: cuBLASLt on CUDA, oneDNN or the float64 loop on
+// the CPU), accumulating in float32 (float64 for float64).
 Tensor backend_matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
                       DType out_dtype) {
-  return a.device().is_cuda() ? cuda::matmul(a, b, ta, tb, out_dtype)
-                              : cpu::matmul(a, b, ta, tb, out_dtype);
+  return backend_for(a.device()).nn->matmul(a, b, ta, tb, out_dtype, Accumulation::float32);
 }
 
 std::int64_t batch_count(const Shape& shape) {
