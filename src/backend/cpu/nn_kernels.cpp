@@ -74,59 +74,51 @@ Tensor autocast_backward_kernel(const Tensor& x, const Tensor& g, AutocastForm f
 
 // ---- convolution ----
 
-// oneDNN (float32, and 16-bit with float32 accumulation), or the plain loops: float64 (the
-// gradient-check dtype), 16-bit with Accumulation::compute_dtype (every partial sum rounded to the
-// 16-bit dtype), and empty operands, which oneDNN need not see.
-enum class ConvPath { dnnl, reference };
+// Which code computes a pass: oneDNN (float32, and 16-bit with float32 accumulation), or the plain
+// loops (conv_reference.h) summing in float64 (float64: the gradient-check dtype; empty operands,
+// which oneDNN need not see) or rounding every partial sum to the 16-bit dtype (16-bit data with
+// Accumulation::compute_dtype). The backward passes choose again from the same inputs (dy has x's
+// dtype), so they take the forward's path.
+enum class ConvPath { dnnl, reference_wide, reference_storage };
 
 ConvPath conv_path(DType dtype, const ConvGeometry& g, Accumulation accumulation) {
   const bool empty = g.batch == 0 || g.in_channels == 0 || g.out_channels == 0;
-  if (dtype == DType::float64 || empty) return ConvPath::reference;
+  if (dtype == DType::float64 || empty) return ConvPath::reference_wide;
   if (is_16bit_float(dtype) && accumulation == Accumulation::compute_dtype) {
-    return ConvPath::reference;
+    return ConvPath::reference_storage;
   }
   return ConvPath::dnnl;
 }
 
-// How the loops sum: rounding every partial sum only for 16-bit data with 16-bit accumulation
-// on a non-empty convolution; a float64 sum otherwise.
-Accumulation reference_accumulation(DType dtype, const ConvGeometry& g, Accumulation accumulation) {
-  const bool empty = g.batch == 0 || g.in_channels == 0 || g.out_channels == 0;
-  return !empty && dtype != DType::float64 && is_16bit_float(dtype) &&
-                 accumulation == Accumulation::compute_dtype
-             ? Accumulation::compute_dtype
-             : Accumulation::float32;
+// The loops' summation (conv_reference.h) of a reference path.
+Accumulation loop_sum(ConvPath path) {
+  return path == ConvPath::reference_storage ? Accumulation::compute_dtype : Accumulation::float32;
 }
 
 // Both kinds are the same grouped convolution on the CPU.
 ConvForward conv_forward(const Tensor& x, const Tensor& filters, const Tensor& bias,
                          const ConvGeometry& g, ConvKind, Accumulation accumulation,
                          SaveForBackward save) {
+  const ConvPath path = conv_path(x.dtype(), g, accumulation);
   ConvForward r;
-  r.y = conv_path(x.dtype(), g, accumulation) == ConvPath::dnnl
-            ? cpu::conv2d_forward(x, filters, bias, g)
-            : cpu::conv2d_reference_forward(x, filters, bias, g,
-                                            reference_accumulation(x.dtype(), g, accumulation));
+  r.y = path == ConvPath::dnnl ? cpu::conv2d_forward(x, filters, bias, g)
+                               : cpu::conv2d_reference_forward(x, filters, bias, g, loop_sum(path));
   if (save == SaveForBackward::yes) r.saved = ConvSaved{x, filters, ConvSavedForm::as_given};
   return r;
 }
 
 Tensor conv_backward_data(const Tensor& dy, const ConvSaved& saved, const ConvGeometry& g, ConvKind,
                           Accumulation accumulation) {
-  if (conv_path(dy.dtype(), g, accumulation) == ConvPath::dnnl) {
-    return cpu::conv2d_backward_data(dy, saved.filters, g);
-  }
-  return cpu::conv2d_reference_backward_data(dy, saved.filters, g,
-                                             reference_accumulation(dy.dtype(), g, accumulation));
+  const ConvPath path = conv_path(dy.dtype(), g, accumulation);
+  if (path == ConvPath::dnnl) return cpu::conv2d_backward_data(dy, saved.filters, g);
+  return cpu::conv2d_reference_backward_data(dy, saved.filters, g, loop_sum(path));
 }
 
 Tensor conv_backward_filters(const Tensor& dy, const ConvSaved& saved, const ConvGeometry& g,
                              ConvKind, Accumulation accumulation) {
-  if (conv_path(dy.dtype(), g, accumulation) == ConvPath::dnnl) {
-    return cpu::conv2d_backward_filters(saved.input, dy, g);
-  }
-  return cpu::conv2d_reference_backward_filters(
-      saved.input, dy, g, reference_accumulation(dy.dtype(), g, accumulation));
+  const ConvPath path = conv_path(dy.dtype(), g, accumulation);
+  if (path == ConvPath::dnnl) return cpu::conv2d_backward_filters(saved.input, dy, g);
+  return cpu::conv2d_reference_backward_filters(saved.input, dy, g, loop_sum(path));
 }
 
 // ---- batch normalization (the automatic choice between oneDNN and the loops) ----
