@@ -1,9 +1,9 @@
 // Matmul, convolution, pooling, batch normalization and image kernels of one device kind: the
-// NnKernels table (backend/backend.h). The ops in src/ops/ (matmul.cpp, matmul_accumulation.cpp,
-// autocast_matmul.cpp, dense_op.cpp, conv.cpp, pooling.cpp, batch_norm.cpp, image.cpp) check their
-// arguments, build the geometry, call one entry through backend_for(x.device()).nn, and record the
-// autograd node; each backend chooses its own implementation behind the entry (oneDNN or the
-// reference loops on the CPU, cuBLASLt / cuDNN / own kernels on CUDA).
+// NnKernels table (backend/backend.h). The ops in src/ops/ (matmul.cpp, autocast_matmul.cpp,
+// dense_op.cpp, conv.cpp, pooling.cpp, batch_norm.cpp, image.cpp) check their arguments, build the
+// geometry, call one entry through backend_for(x.device()).nn, and record the autograd node; each
+// backend chooses its own implementation behind the entry (oneDNN or the reference loops on the
+// CPU, cuBLASLt / cuDNN / own kernels on CUDA).
 //
 // The vocabulary below (Epilogue, ConvKind, the result and saved-state structs) is shared by both
 // backends; accumulation is always mixprec::Accumulation (mixprec/ops.h), pooling kinds PoolKind
