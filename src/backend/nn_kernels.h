@@ -32,18 +32,22 @@ namespace mixprec {
 enum class Epilogue {
   none,                // C
   bias,                // C + bias, bias (N,) broadcast over the M rows
-  relu_bias,           // relu(C + bias); max(z, 0) maps NaN to 0 (so Dense does not use it)
+  relu_bias,           // relu(C + bias); cuBLASLt's max(z, 0) maps NaN to 0 (Dense does not use
+                       // it for that reason: see src/ops/dense_op.cpp)
   gelu_tanh_bias,      // gelu_tanh(C + bias): the tanh approximation only
   gelu_tanh_aux_bias,  // gelu_tanh(C + bias), and Z = C + bias kept in `aux` for the backward
   relu,                // relu(C), NaN to 0 likewise
   gelu_tanh,           // gelu_tanh(C)
   gelu_tanh_aux,       // gelu_tanh(C), and Z = C kept in `aux`
-  bias_grad,           // C, and the column sums of op(B) (N,) in `bias_grad`
+  bias_grad,           // C, and the column sums of op(B), sum over k of op(B)[k, n] (N,), in
+                       // `bias_grad` (cuBLASLt's BGRADA: in its column-major mapping our B is
+                       // its A)
 };
 
 struct EpilogueResult {
   Tensor out;        // (M, N) contiguous, out_dtype
-  Tensor aux;        // the pre-activation Z (M, N) in out_dtype (gelu_tanh_aux*), maybe a view
+  Tensor aux;        // the pre-activation Z (M, N) in out_dtype (gelu_tanh_aux*): a view whose row
+                     // stride may exceed N (cuBLASLt: cuda::detail::gelu_aux_ld(N))
   Tensor bias_grad;  // (N,) in out_dtype (bias_grad)
 };
 
