@@ -1,23 +1,19 @@
-// batch_norm_training / batch_norm_inference: argument checks, dispatch to the CPU kernels in
-// backend/cpu/batch_norm.h or the CUDA kernels in backend/cuda/batch_norm.h by x's device, and the
-// autograd node (one backward kernel for both modes).
-#include "backend/cpu/batch_norm.h"
-
+// batch_norm_training / batch_norm_inference: argument checks, one call into x's backend
+// (backend/nn_kernels.h: batch_norm_*), and the autograd node (one backward kernel for both modes).
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "autograd/node.h"
-#include "backend/cuda/batch_norm.h"
+#include "backend/backend.h"
+#include "backend/nn_kernels.h"
 #include "mixprec/nn_ops.h"
 #include "ops/checks.h"
 
 namespace mixprec {
 
 namespace {
-
-using cpu::BatchNormStats;
 
 struct BatchNormBackward final : autograd::Node {
   BatchNormStats stats = BatchNormStats::batch;
@@ -26,16 +22,12 @@ struct BatchNormBackward final : autograd::Node {
   DType beta_dtype = DType::float32;
 
   std::vector<Tensor> backward(const Tensor& g) override {
-    if (x.device().is_cuda()) {
-      ops::check_same_device(name().c_str(), g, x);
-      const auto grads = cuda::batch_norm_backward(
-          g.dtype() == x.dtype() ? g.detach() : cast(g, x.dtype()).detach(), x, gamma, mean,
-          variance, epsilon,
-          stats == BatchNormStats::batch ? cuda::BatchNormStatistics::batch
-                                         : cuda::BatchNormStatistics::moving);
-      return {grads.dx, grads.dgamma.to(gamma.dtype()), grads.dbeta.to(beta_dtype)};
-    }
-    const auto grads = cpu::batch_norm_backward(g, x, gamma, mean, variance, epsilon, stats);
+    ops::check_same_device(name().c_str(), g, x);
+    const BatchNormGradients grads =
+        backend_for(x.device())
+            .nn->batch_norm_backward(
+                g.dtype() == x.dtype() ? g.detach() : cast(g, x.dtype()).detach(), x, gamma, mean,
+                variance, epsilon, stats);
     // Parameter gradients come back in float32 (float64) and go to the parameters' own dtype.
     return {grads.dx, grads.dgamma.to(gamma.dtype()), grads.dbeta.to(beta_dtype)};
   }
@@ -106,14 +98,9 @@ BatchNormOutput batch_norm_training(const Tensor& x, const Tensor& gamma, const 
                      " has no elements per channel to take batch statistics over; use "
                      "batch_norm_inference or a non-empty batch");
   }
-  BatchNormOutput out;
-  if (x.device().is_cuda()) {
-    auto r = cuda::batch_norm_training(x, gamma, beta, epsilon);
-    out = BatchNormOutput{r.y, r.mean, r.variance};
-  } else {
-    auto r = cpu::batch_norm_training(x, gamma, beta, epsilon);
-    out = BatchNormOutput{r.y, r.mean, r.variance};
-  }
+  BatchNormTrainingResult r =
+      backend_for(x.device()).nn->batch_norm_training(x, gamma, beta, epsilon);
+  BatchNormOutput out{std::move(r.y), std::move(r.mean), std::move(r.variance)};
   if (!autograd::needs_record({&x, &gamma, &beta})) return out;
   auto node = std::make_shared<BatchNormBackward>();
   node->stats = BatchNormStats::batch;
@@ -138,9 +125,8 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& 
   check_channel_tensor(op, "moving_mean", moving_mean, x);
   check_channel_tensor(op, "moving_variance", moving_variance, x);
   check_epsilon(op, epsilon);
-  Tensor y = x.device().is_cuda()
-                 ? cuda::batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, epsilon)
-                 : cpu::batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, epsilon);
+  Tensor y = backend_for(x.device())
+                 .nn->batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, epsilon);
   if (!autograd::needs_record({&x, &gamma, &beta})) return y;
   auto node = std::make_shared<BatchNormBackward>();
   node->stats = BatchNormStats::moving;

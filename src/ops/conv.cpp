@@ -1,18 +1,16 @@
-// conv2d and depthwise_conv2d (nn_ops.h): checks, geometry (ops/window.h), dispatch to oneDNN or
-// the reference loops, and the backward pass. With y = x * w + b:
+// conv2d and depthwise_conv2d (nn_ops.h): checks, geometry (ops/window.h), one call into the
+// backend, and the backward pass. With y = x * w + b:
 //   dx = conv2d_backward_data(dy, w),  dw = conv2d_backward_filters(x, dy),  db = sum of dy over
 // (N, OH, OW). A depthwise convolution is a grouped one: the Keras depthwise filters (KH, KW, C, M)
 // are, element for element, grouped HWIO filters (KH, KW, 1, C * M) with groups = C (output
 // channel c * M + m of group c), so depthwise_conv2d reshapes (a view) and shares everything else.
-// CUDA tensors go to cuDNN (cuda/conv.h), depthwise ones to own kernels (cuda/depthwise.h).
-#include "backend/cpu/conv.h"
-
+// The passes run in the tensors' backend (backend/nn_kernels.h: conv2d_*), which chooses its own
+// implementation (CPU: oneDNN or the reference loops; CUDA: cuDNN or the depthwise kernels).
 #include <string>
 
 #include "autograd/node.h"
-#include "backend/cpu/conv_reference.h"
-#include "backend/cuda/conv.h"
-#include "backend/cuda/depthwise.h"
+#include "backend/backend.h"
+#include "backend/nn_kernels.h"
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -24,93 +22,23 @@ namespace {
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
-// Which code computes a pass: oneDNN (float32 and 16-bit with float32 accumulation), or the plain
-// loops (float64: the gradient-check dtype; 16-bit with Accumulation::compute_dtype: every partial
-// sum rounded to the 16-bit dtype; and empty operands, which oneDNN need not see). On CUDA: cuDNN,
-// or the depthwise kernels for depthwise_conv2d; both take the accumulation setting themselves.
-enum class Path { dnnl, reference_wide, reference_storage, cuda_cudnn, cuda_depthwise };
-
-enum class ConvKind { general, depthwise };
-
-Path path_for(const Tensor& x, Accumulation accumulation, const ConvGeometry& g,
-              ConvKind kind) {
-  if (x.device().is_cuda()) {
-    // A depthwise op with no channels is an empty grouped one (groups = 1): cuDNN's path returns
-    // the empty/zero result without a launch.
-    return kind == ConvKind::depthwise && g.in_channels > 0 ? Path::cuda_depthwise
-                                                            : Path::cuda_cudnn;
-  }
-  const DType dtype = x.dtype();
-  const bool empty = g.batch == 0 || g.in_channels == 0 || g.out_channels == 0;
-  if (dtype == DType::float64 || empty) return Path::reference_wide;
-  if (is_16bit_float(dtype) && accumulation == Accumulation::compute_dtype) {
-    return Path::reference_storage;
-  }
-  return Path::dnnl;
-}
-
-cpu::ConvAccumulation reference_accumulation(Path path) {
-  return path == Path::reference_storage ? cpu::ConvAccumulation::storage
-                                         : cpu::ConvAccumulation::wide;
-}
-
-Tensor forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g,
-               Path path, Accumulation accumulation, cuda::ConvPrepared* prepared) {
-  switch (path) {
-    case Path::dnnl: return cpu::conv2d_forward(x, w, b, g);
-    case Path::cuda_cudnn: return cuda::conv2d_forward(x, w, b, g, accumulation, prepared);
-    case Path::cuda_depthwise: return cuda::depthwise_forward(x, w, b, g, accumulation);
-    case Path::reference_wide:
-    case Path::reference_storage: break;
-  }
-  return cpu::conv2d_reference_forward(x, w, b, g, reference_accumulation(path));
-}
-
-// `w` / `x`: the HWIO filters / the input, or, on the cuDNN path, what its forward prepared (the
-// KRSC filters / the padded input: cuda::ConvPrepared), whichever the node kept.
-Tensor backward_data(const Tensor& g, const Tensor& w, const ConvGeometry& geometry, Path path,
-                     Accumulation accumulation, const Tensor& krsc) {
-  switch (path) {
-    case Path::dnnl: return cpu::conv2d_backward_data(g, w, geometry);
-    case Path::cuda_cudnn: return cuda::conv2d_backward_data(g, w, geometry, accumulation, krsc);
-    case Path::cuda_depthwise: return cuda::depthwise_backward_data(g, w, geometry, accumulation);
-    case Path::reference_wide:
-    case Path::reference_storage: break;
-  }
-  return cpu::conv2d_reference_backward_data(g, w, geometry, reference_accumulation(path));
-}
-
-Tensor backward_filters(const Tensor& x, const Tensor& g, const ConvGeometry& geometry,
-                        Path path, Accumulation accumulation, const Tensor& padded_input) {
-  switch (path) {
-    case Path::dnnl: return cpu::conv2d_backward_filters(x, g, geometry);
-    case Path::cuda_cudnn:
-      return cuda::conv2d_backward_filters(x, g, geometry, accumulation, padded_input);
-    case Path::cuda_depthwise:
-      return cuda::depthwise_backward_filters(x, g, geometry, accumulation);
-    case Path::reference_wide:
-    case Path::reference_storage: break;
-  }
-  return cpu::conv2d_reference_backward_filters(x, g, geometry, reference_accumulation(path));
-}
-
+// Which code computes a pass is the backend's choice (backend/nn_kernels.h: the CPU runs oneDNN or
+// the reference loops, CUDA cuDNN or the depthwise kernels); the node keeps what its forward saved.
 struct Conv2dBackward final : autograd::Node {
-  Tensor x, filters;  // contiguous, detached; each saved only when the other needs a gradient
-  // The cuDNN path keeps what its forward built instead (the same sizes): the padded input in
-  // place of x, the KRSC filters in place of the HWIO ones.
-  Tensor cuda_input, cuda_krsc;
+  ConvSaved saved;  // each part kept only when the other operand needs a gradient
   ConvGeometry geometry;
+  ConvKind kind = ConvKind::general;
   DType dtype = DType::float32;
-  Path path = Path::dnnl;
   Accumulation accumulation = Accumulation::float32;
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     const Tensor g = (grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype))
                          .detach()
                          .contiguous();
+    const NnKernels& nn = *backend_for(g.device()).nn;
     Tensor dx, dw, db;
-    if (next[0]) dx = backward_data(g, filters, geometry, path, accumulation, cuda_krsc);
-    if (next[1]) dw = backward_filters(x, g, geometry, path, accumulation, cuda_input);
+    if (next[0]) dx = nn.conv2d_backward_data(g, saved, geometry, kind, accumulation);
+    if (next[1]) dw = nn.conv2d_backward_filters(g, saved, geometry, kind, accumulation);
     // A reduction: accumulated in float32 (float64 for float64) and rounded once, under either
     // accumulation setting (DESIGN §2.3: reductions accumulate in float32).
     if (next.size() > 2 && next[2]) db = sum(g, {0, 1, 2});
@@ -118,7 +46,7 @@ struct Conv2dBackward final : autograd::Node {
   }
 
   std::string name() const override { return "Conv2dBackward"; }
-  void release_saved() override { x = filters = cuda_input = cuda_krsc = Tensor(); }
+  void release_saved() override { saved = ConvSaved{}; }
 };
 
 void check_rank4(const char* op, const char* what, const Tensor& t, const char* layout,
@@ -133,8 +61,7 @@ void check_rank4(const char* op, const char* what, const Tensor& t, const char* 
 // after the window checks (ops/window.h: positive sizes, a `valid` window that fits) and the bias
 // shape check; the caller has checked ranks, dtypes and channel counts.
 ConvGeometry make_geometry(const char* op, const Tensor& x, const Tensor& filters,
-                                const Tensor& bias, std::int64_t groups,
-                                const Conv2dOptions& options) {
+                           const Tensor& bias, std::int64_t groups, const Conv2dOptions& options) {
   ConvGeometry g;
   g.batch = x.dim(0), g.in_h = x.dim(1), g.in_w = x.dim(2), g.in_channels = x.dim(3);
   g.kernel_h = filters.dim(0), g.kernel_w = filters.dim(1), g.out_channels = filters.dim(3);
@@ -168,37 +95,27 @@ void check_common(const char* op, const Tensor& x, const Tensor& filters, const 
 Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filters,
                  const Tensor& bias, const ConvGeometry& g, Accumulation accumulation,
                  ConvKind kind) {
-  const Path path = path_for(x, accumulation, g, kind);
   const Tensor xc = x.detach().contiguous(), wc = filters.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   const bool record = autograd::needs_record({&x, &user_filters, &bias});
-  cuda::ConvPrepared prepared;
-  Tensor out = forward(xc, wc, bc, g, path, accumulation, record ? &prepared : nullptr);
-  if (!record) return out;
+  ConvForward r = backend_for(x.device())
+                      .nn->conv2d_forward(xc, wc, bc, g, kind, accumulation,
+                                          record ? SaveForBackward::yes : SaveForBackward::no);
+  if (!record) return r.y;
   auto node = std::make_shared<Conv2dBackward>();
   node->geometry = g;
+  node->kind = kind;
   node->dtype = x.dtype();
-  node->path = path;
   node->accumulation = accumulation;
-  if (user_filters.requires_grad()) {
-    if (prepared.input.defined()) {
-      node->cuda_input = prepared.input;
-    } else {
-      node->x = xc;
-    }
-  }
-  if (x.requires_grad()) {
-    if (prepared.krsc.defined()) {
-      node->cuda_krsc = prepared.krsc;
-    } else {
-      node->filters = wc;
-    }
-  }
+  node->saved.form = r.saved.form;
+  // The filters' gradient reads the input; the input's gradient reads the filters.
+  if (user_filters.requires_grad()) node->saved.input = std::move(r.saved.input);
+  if (x.requires_grad()) node->saved.filters = std::move(r.saved.filters);
   // The filters' gradient comes back in grouped HWIO form; a reshape node in front of the user's
   // depthwise filters turns it back into (KH, KW, C, M).
   std::vector<Tensor> inputs = {x, filters};
   if (bias.defined()) inputs.push_back(bias);
-  return autograd::record(out, node, inputs);
+  return autograd::record(r.y, node, inputs);
 }
 
 }  // namespace

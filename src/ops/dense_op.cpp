@@ -1,5 +1,6 @@
-// dense_forward: y = act(x W + b) with the bias and activation fused into the cuBLASLt product on
-// CUDA, and the composition of separate ops everywhere else.
+// dense_forward: y = act(x W + b) with the bias and activation fused into the product where the
+// backend has matmul epilogues (NnKernels::matmul_epilogue: cuBLASLt on CUDA), and the composition
+// of separate ops everywhere else.
 //
 // Which product can carry which epilogue. With M rows (x's batch axes folded), z = x W + b (M, N),
 // y = act(z), and dy (M, N) the incoming gradient, the backward is
@@ -22,8 +23,8 @@
 //    epilogues belong on the dx product of the *next* layer's backward, which would then hand this
 //    layer dz and db directly. That is a cross-layer fusion the autograd engine cannot express
 //    safely (y may have several consumers, whose gradients must be summed before act' applies),
-//    so it is not done: dz = dy * act'(.) is one elementwise kernel (cuda::unary_backward on the
-//    aux z for gelu_tanh; the relu and exact gelu ops record their own backward).
+//    so it is not done: dz = dy * act'(.) is one elementwise kernel (the unary_backward kernel on
+//    the aux z for gelu_tanh; the relu and exact gelu ops record their own backward).
 //  - BGRADA on the dW product: in the backend's row-major mapping, dW = x^T dz hands dz to cuBLASLt
 //    as its A operand with the inner extent M, and BGRADA writes the sums of A over that extent,
 //    sum_rows(dz) = db, in the same pass. Without a kernel gradient, db is a row reduction of dz.
@@ -40,9 +41,8 @@
 #include <string>
 
 #include "autograd/node.h"
-#include "backend/cuda/cast.h"
-#include "backend/cuda/reduce.h"
-#include "backend/cuda/unary.h"
+#include "backend/backend.h"
+#include "backend/tensor_kernels.h"
 #include "mixprec/error.h"
 #include "ops/checks.h"
 
@@ -63,24 +63,21 @@ DenseEpiloguePlan plan_dense_epilogue(DenseActivation activation, GradMode grad,
   const bool with_bias = bias == BiasMode::added;
   const bool training = grad == GradMode::training;
   switch (activation) {
-    case DenseActivation::linear:
-      plan.forward = with_bias ? cuda::Epilogue::bias : cuda::Epilogue::none;
-      break;
+    case DenseActivation::linear: plan.forward = with_bias ? Epilogue::bias : Epilogue::none; break;
     case DenseActivation::gelu:  // exact erf gelu: not cuBLASLt's; the gelu op runs after
-      plan.forward = with_bias ? cuda::Epilogue::bias : cuda::Epilogue::none;
+      plan.forward = with_bias ? Epilogue::bias : Epilogue::none;
       plan.after = ActivationAfter::exact_gelu;
       break;
     case DenseActivation::relu:  // cuBLASLt's relu drops NaN: the relu op runs after
-      plan.forward = with_bias ? cuda::Epilogue::bias : cuda::Epilogue::none;
+      plan.forward = with_bias ? Epilogue::bias : Epilogue::none;
       plan.after = ActivationAfter::relu;
       break;
     case DenseActivation::gelu_tanh:
       if (training) {
-        plan.forward =
-            with_bias ? cuda::Epilogue::gelu_tanh_aux_bias : cuda::Epilogue::gelu_tanh_aux;
+        plan.forward = with_bias ? Epilogue::gelu_tanh_aux_bias : Epilogue::gelu_tanh_aux;
         plan.saved = SavedActivation::pre_activation;
       } else {
-        plan.forward = with_bias ? cuda::Epilogue::gelu_tanh_bias : cuda::Epilogue::gelu_tanh;
+        plan.forward = with_bias ? Epilogue::gelu_tanh_bias : Epilogue::gelu_tanh;
       }
       break;
   }
@@ -148,10 +145,11 @@ struct DenseEpilogueBackward final : autograd::Node {
   DType kernel_dtype = DType::float32, bias_dtype = DType::float32;
 
   std::vector<Tensor> backward(const Tensor& g) override {  // g (..., N) in x's dtype
+    const Backend& backend = backend_for(g.device());
     const Tensor g2 = reshape(g, Shape{folded_rows(x_shape), g.dim(-1)});
     Tensor dz = g2;  // dz = dy * act'(z), (M, N)
     if (activation == SavedActivation::pre_activation) {
-      dz = cuda::unary_backward(UnaryOp::gelu_tanh, g2, saved, saved);
+      dz = backend.tensor->unary_backward(UnaryOp::gelu_tanh, g2, saved, saved);
     }
     const bool wants_bias = next.size() > 2 && next[2] != nullptr;
     const BiasGradRoute route = ops::detail::bias_grad_route(
@@ -161,45 +159,51 @@ struct DenseEpilogueBackward final : autograd::Node {
     // dW = x^T dz (K, N) in the kernel's dtype, with db = sum_rows(dz) (N,) riding on it.
     if (next[1]) {
       if (route == BiasGradRoute::dw_epilogue) {
-        cuda::EpilogueResult r = cuda::matmul_epilogue(x2, dz, Transpose::yes, Transpose::no,
-                                                       kernel_dtype, cuda::Epilogue::bias_grad);
+        EpilogueResult r = backend.nn->matmul_epilogue(x2, dz, Transpose::yes, Transpose::no,
+                                                       kernel_dtype, Epilogue::bias_grad, Tensor());
         dw = r.out;
         db = r.bias_grad;
       } else {
-        dw = cuda::matmul(x2, dz, Transpose::yes, Transpose::no, kernel_dtype);
+        dw = backend.nn->matmul(x2, dz, Transpose::yes, Transpose::no, kernel_dtype,
+                                Accumulation::float32);
       }
     }
     if (route == BiasGradRoute::row_reduction) {
       // Summed in float32 (row_reduction_dtype): the widening pass reads dz once more, where a
       // 16-bit sum could overflow to inf at a large loss scale and skip the step for nothing.
       const DType sum_dtype = ops::detail::row_reduction_dtype(dz.dtype());
-      const Tensor dz_sum = dz.dtype() == sum_dtype ? dz : cuda::cast(dz, sum_dtype);
-      db = reshape(cuda::reduce(ReduceOp::sum, dz_sum, {true, false}), Shape{dz.dim(1)});
+      const Tensor dz_sum = dz.dtype() == sum_dtype ? dz : cast(dz, sum_dtype);
+      db = sum(dz_sum, {0});  // over the M rows: (N,)
     }
-    if (db.defined() && db.dtype() != bias_dtype) db = cuda::cast(db, bias_dtype);
-    if (next[0]) dx = reshape(cuda::matmul(dz, w, Transpose::no, Transpose::yes), x_shape);
+    if (db.defined() && db.dtype() != bias_dtype) db = cast(db, bias_dtype);
+    if (next[0]) {
+      dx = reshape(backend.nn->matmul(dz, w, Transpose::no, Transpose::yes, dz.dtype(),
+                                      Accumulation::float32),
+                   x_shape);
+    }
     return {dx, dw, db};
   }
   std::string name() const override { return "DenseEpilogueBackward"; }
   void release_saved() override { x2 = w = saved = Tensor(); }
 };
 
-// One cuBLASLt product with the plan's epilogue, recorded as one node.
-Tensor fused_cuda(const Tensor& x, const Tensor& kernel, const Tensor& bias,
-                  const ops::detail::DenseEpiloguePlan& plan, bool record) {
+// One product with the plan's epilogue (the backend's matmul_epilogue), recorded as one node in
+// training.
+Tensor fused(const NnKernels& nn, const Tensor& x, const Tensor& kernel, const Tensor& bias,
+             const ops::detail::DenseEpiloguePlan& plan, ops::detail::GradMode grad) {
   const DType dtype = x.dtype();
   const std::int64_t k = kernel.dim(0), n = kernel.dim(1);
   const Tensor x2 = reshape(x.detach(), Shape{folded_rows(x.shape()), k});  // (M, K)
   const Tensor w =
-      kernel.dtype() == dtype ? kernel.detach() : cuda::cast(kernel.detach(), dtype);  // (K, N)
+      kernel.dtype() == dtype ? kernel.detach() : cast(kernel.detach(), dtype);  // (K, N)
   Tensor b;  // (N,) in x's dtype: cuBLASLt's bias has the output's type
-  if (bias.defined()) b = bias.dtype() == dtype ? bias.detach() : cuda::cast(bias.detach(), dtype);
-  const cuda::EpilogueResult r =
-      cuda::matmul_epilogue(x2, w, Transpose::no, Transpose::no, dtype, plan.forward, b);
+  if (bias.defined()) b = bias.dtype() == dtype ? bias.detach() : cast(bias.detach(), dtype);
+  const EpilogueResult r =
+      nn.matmul_epilogue(x2, w, Transpose::no, Transpose::no, dtype, plan.forward, b);
   std::vector<std::int64_t> dims(x.shape().begin(), x.shape().end());
   dims.back() = n;
   Tensor y = reshape(r.out, Shape(dims));  // (..., N)
-  if (record) {
+  if (grad == ops::detail::GradMode::training) {
     auto node = std::make_shared<DenseEpilogueBackward>();
     node->activation = plan.saved;
     node->x_shape = x.shape();
@@ -249,14 +253,16 @@ std::optional<DenseActivation> dense_activation_from_name(std::string_view name)
 Tensor dense_forward(const Tensor& x, const Tensor& kernel, const Tensor& bias,
                      DenseActivation activation, Accumulation accumulation) {
   check_dense(x, kernel, bias);
-  if (x.device().is_cuda() && readable_in(kernel, x.dtype()) &&
+  const NnKernels& nn = *backend_for(x.device()).nn;
+  if (nn.matmul_epilogue != nullptr && readable_in(kernel, x.dtype()) &&
       (!bias.defined() || readable_in(bias, x.dtype()))) {
-    const bool record = autograd::needs_record({&x, &kernel, &bias});
+    const ops::detail::GradMode grad = autograd::needs_record({&x, &kernel, &bias})
+                                           ? ops::detail::GradMode::training
+                                           : ops::detail::GradMode::inference;
     const ops::detail::DenseEpiloguePlan plan = ops::detail::plan_dense_epilogue(
-        activation, record ? ops::detail::GradMode::training : ops::detail::GradMode::inference,
-        x.dtype(), bias.defined() ? ops::detail::BiasMode::added : ops::detail::BiasMode::none,
-        accumulation);
-    if (plan.fused) return fused_cuda(x, kernel, bias, plan, record);
+        activation, grad, x.dtype(),
+        bias.defined() ? ops::detail::BiasMode::added : ops::detail::BiasMode::none, accumulation);
+    if (plan.fused) return fused(nn, x, kernel, bias, plan, grad);
   }
   return composed(x, kernel, bias, activation, accumulation);
 }

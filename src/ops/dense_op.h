@@ -1,17 +1,18 @@
 // dense_forward: y = activation(x W + b), the Dense layer's op, with autograd.
 //   x (..., K) in the compute dtype; kernel W (K, N): the compute dtype, or the float32 master of a
 //   mixed-precision layer (read in x's dtype inside the op); bias b (N,) likewise, or undefined.
-// On the CPU it is the composition of ops, autocast_matmul(x, W) + b.to(x.dtype()) then the
-// activation, so results and gradients are exactly those of the separate ops. On CUDA the bias (and
-// gelu_tanh) ride on the cuBLASLt product as an epilogue; relu and exact gelu run as their ops
-// after it (src/ops/dense_op.cpp explains which product carries which epilogue, forward and
+// Where the backend has no fused matmul epilogue (NnKernels::matmul_epilogue is null: the CPU) it
+// is the composition of ops, autocast_matmul(x, W) + b.to(x.dtype()) then the activation, so
+// results and gradients are exactly those of the separate ops. Where it has one (CUDA: cuBLASLt)
+// the bias (and gelu_tanh) ride on the product as an epilogue; relu and exact gelu run as their
+// ops after it (src/ops/dense_op.cpp explains which product carries which epilogue, forward and
 // backward).
 #pragma once
 
 #include <optional>
 #include <string_view>
 
-#include "backend/cuda/matmul.h"
+#include "backend/nn_kernels.h"
 #include "mixprec/ops.h"
 #include "mixprec/tensor.h"
 
@@ -34,7 +35,7 @@ Tensor dense_forward(const Tensor& x, const Tensor& kernel, const Tensor& bias,
 
 namespace ops::detail {
 
-// How the CUDA path computes one Dense call: exposed for host-side unit tests.
+// How the fused path computes one Dense call: exposed for host-side unit tests.
 enum class GradMode { inference, training };  // whether the op is recorded for a backward pass
 enum class BiasMode { none, added };
 // What the backward needs besides x and W to form dz = dy * act'(z).
@@ -49,7 +50,7 @@ enum class SavedActivation {
 enum class ActivationAfter { none, relu, exact_gelu };
 struct DenseEpiloguePlan {
   bool fused = false;  // false: the composition of separate ops (float64, 16-bit accumulation)
-  cuda::Epilogue forward = cuda::Epilogue::none;  // the forward product's epilogue
+  Epilogue forward = Epilogue::none;  // the forward product's epilogue
   ActivationAfter after = ActivationAfter::none;
   SavedActivation saved = SavedActivation::none;
 };

@@ -1,13 +1,10 @@
-// Spatial ops on NHWC images: zero_pad2d (a row copy, its gradient a slice) and resize_bilinear
-// (kernels in backend/cpu/resize.h; for CUDA tensors backend/cuda/image.h).
-#include "backend/cuda/image.h"
-
-#include <cstring>
+// Spatial ops on NHWC images: zero_pad2d (a row copy, its gradient a slice) and resize_bilinear,
+// run by x's backend (backend/nn_kernels.h: zero_pad2d, resize_bilinear, resize_bilinear_backward).
 #include <string>
 
 #include "autograd/node.h"
-#include "backend/cpu/resize.h"
-#include "core/tensor_impl.h"
+#include "backend/backend.h"
+#include "backend/nn_kernels.h"
 #include "mixprec/nn_ops.h"
 #include "ops/checks.h"
 
@@ -24,34 +21,6 @@ void check_nhwc(const char* op, const Tensor& x) {
 }
 
 // ---- zero_pad2d ----
-
-// out (N, OH, OW, C), contiguous = x (N, H, W, C), contiguous, at rows [top, top + H) and columns
-// [left, left + W), zeros elsewhere. A byte copy, so every dtype works: each output row is either
-// all padding or padding, one contiguous input row of W * C elements, padding.
-void pad_rows(const Tensor& x, const Padding2d& p, Tensor& out) {
-  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
-  const std::int64_t oh = out.dim(1), ow = out.dim(2);
-  const std::size_t elem = dtype_size(x.dtype());
-  const std::size_t in_row = static_cast<std::size_t>(w * c) * elem;
-  const std::size_t out_row = static_cast<std::size_t>(ow * c) * elem;
-  const std::size_t before = static_cast<std::size_t>(p.left * c) * elem;
-  const std::size_t after = out_row - before - in_row;
-  const auto* src = static_cast<const unsigned char*>(x.data_ptr());
-  auto* dst = static_cast<unsigned char*>(out.data_ptr());
-  const std::int64_t rows = n * oh;
-#pragma omp parallel for schedule(static) if (out.nbytes() >= (std::size_t{1} << 18))
-  for (std::int64_t r = 0; r < rows; ++r) {
-    unsigned char* o = dst + static_cast<std::size_t>(r) * out_row;
-    const std::int64_t y = r % oh - p.top;  // input row, when inside
-    if (y < 0 || y >= h) {
-      std::memset(o, 0, out_row);
-      continue;
-    }
-    std::memset(o, 0, before);
-    std::memcpy(o + before, src + static_cast<std::size_t>((r / oh) * h + y) * in_row, in_row);
-    std::memset(o + before + in_row, 0, after);
-  }
-}
 
 struct ZeroPad2dBackward final : autograd::Node {
   Padding2d padding;
@@ -70,8 +39,7 @@ struct ZeroPad2dBackward final : autograd::Node {
 struct ResizeBilinearBackward final : autograd::Node {
   std::int64_t height = 0, width = 0;  // of the input
   std::vector<Tensor> backward(const Tensor& g) override {
-    if (g.device().is_cuda()) return {cuda::resize_bilinear_backward(g.detach(), height, width)};
-    return {cpu::resize_bilinear_backward(g, height, width)};
+    return {backend_for(g.device()).nn->resize_bilinear_backward(g.detach(), height, width)};
   }
   std::string name() const override { return "ResizeBilinearBackward"; }
 };
@@ -88,15 +56,7 @@ Tensor zero_pad2d(const Tensor& x, const Padding2d& padding) {
                      std::to_string(padding.right) + "; crop with slice instead");
   }
   const std::int64_t h = x.dim(1), w = x.dim(2);
-  Tensor out;
-  if (x.device().is_cuda()) {
-    out = cuda::zero_pad2d(x, padding.top, padding.bottom, padding.left, padding.right);
-  } else {
-    out = core::make_tensor(Shape{x.dim(0), padding.top + h + padding.bottom,
-                                  padding.left + w + padding.right, x.dim(3)},
-                            x.dtype(), x.device());
-    if (out.numel() > 0) pad_rows(x.contiguous(), padding, out);
-  }
+  Tensor out = backend_for(x.device()).nn->zero_pad2d(x, padding);
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<ZeroPad2dBackward>();
   node->padding = padding;
@@ -117,8 +77,7 @@ Tensor resize_bilinear(const Tensor& x, std::int64_t height, std::int64_t width)
     throw ShapeError(std::string(op) + ": cannot interpolate an empty image: input " +
                      x.shape().to_string() + " has no rows or no columns");
   }
-  Tensor out = x.device().is_cuda() ? cuda::resize_bilinear(x, height, width)
-                                    : cpu::resize_bilinear(x, height, width);
+  Tensor out = backend_for(x.device()).nn->resize_bilinear(x, height, width);
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<ResizeBilinearBackward>();
   node->height = x.dim(1);

@@ -1,19 +1,27 @@
-// matmul: checks, batch broadcasting and the backward pass. With op(X) = X or X^T:
+// matmul (ops.h), with float32 accumulation and with Accumulation::compute_dtype: checks, batch
+// broadcasting and the backward passes, the products run by the operands' backend
+// (backend/nn_kernels.h: matmul, matmul_summed). With op(X) = X or X^T:
 //   C = op(A) op(B);  d op(A) = dC op(B)^T;  d op(B) = op(A)^T dC.
 // Every gradient is itself a matmul with transposes (no transposed copies), in the operands'
 // dtype, summed over the batch axes an operand was broadcast along (16-bit products are summed in
 // float32 and rounded once).
-#include "backend/cpu/matmul.h"
-
+//
+// Accumulation::compute_dtype with float16/bfloat16 operands rounds partial sums to the 16-bit
+// dtype (on the CPU every partial sum, in a loop: backend/cpu/matmul_accumulation.h; on CUDA
+// cuBLASLt's 16-bit compute type). It exists for two reasons: the DESIGN §2.4 dtype table (layers
+// under MIXPREC_FP16_MATMUL_USE_FP32_COMPUTE=0 compute with float16 accumulation, and that must be
+// observable), and fidelity to 16-bit hardware accumulation, so that a user can see on the CPU what
+// such accumulation does to a model. It is a reference path, slow on the CPU.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "autograd/node.h"
-#include "backend/cuda/matmul.h"
+#include "backend/backend.h"
+#include "backend/nn_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
-#include "ops/matmul_views.h"
 
 namespace mixprec {
 
@@ -32,7 +40,15 @@ Shape batch_shape(const Shape& shape) {
   return Shape(std::vector<std::int64_t>(shape.begin(), shape.end() - 2));
 }
 
-using ops::pad_rank;
+// x viewed with leading extent-1 axes up to `rank` (no copy, no autograd).
+Tensor pad_rank(const Tensor& x, int rank) {
+  if (x.rank() == rank) return x;
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank - x.rank()), 1);
+  std::vector<std::int64_t> strides(dims.size(), x.numel());
+  dims.insert(dims.end(), x.shape().begin(), x.shape().end());
+  strides.insert(strides.end(), x.strides().begin(), x.strides().end());
+  return core::make_view(x, Shape(dims), strides, x.offset());
+}
 
 // x (B..., M, K) viewed as (B*...*M, K) when its batch and row axes merge without a copy;
 // undefined otherwise.
@@ -52,11 +68,11 @@ Tensor fold_rows(const Tensor& x) {
                          {stride, x.strides()[static_cast<std::size_t>(r - 1)]}, x.offset());
 }
 
-// The backend's product: cuBLASLt for CUDA operands, oneDNN (or the float64 loop) for CPU ones.
+// The backend's product (backend/nn_kernels.h: cuBLASLt on CUDA, oneDNN or the float64 loop on
+// the CPU), accumulating in float32 (float64 for float64).
 Tensor backend_matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
                       DType out_dtype) {
-  return a.device().is_cuda() ? cuda::matmul(a, b, ta, tb, out_dtype)
-                              : cpu::matmul(a, b, ta, tb, out_dtype);
+  return backend_for(a.device()).nn->matmul(a, b, ta, tb, out_dtype, Accumulation::float32);
 }
 
 std::int64_t batch_count(const Shape& shape) {
@@ -141,6 +157,30 @@ struct MatmulBackward final : autograd::Node {
   void release_saved() override { a = b = Tensor(); }
 };
 
+// With op(X) = X or X^T and C = op(A) op(B):  d op(A) = dC op(B)^T,  d op(B) = op(A)^T dC, each
+// accumulated in the 16-bit dtype like the forward, and summed over the batch axes along which the
+// operand was broadcast (CPU: in the same running 16-bit sum; CUDA: by sum_to, see the backend).
+struct MatmulAccumulationBackward final : autograd::Node {
+  Tensor a, b;  // each saved only when the other operand needs a gradient
+  Shape a_shape, b_shape;
+  Transpose ta = Transpose::no, tb = Transpose::no;
+
+  std::vector<Tensor> backward(const Tensor& grad_output) override {
+    const DType dtype = next[0] ? b.dtype() : a.dtype();
+    const Tensor g = grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype);
+    const NnKernels& nn = *backend_for(g.device()).nn;
+    Tensor ga, gb;
+    // d op(A) (M, K) = dC (M, N) x op(B)^T (N, K); written into A's layout (transposed if ta).
+    if (next[0]) ga = nn.matmul_summed(g, Transpose::no, b, flip(tb), a_shape, ta);
+    // d op(B) (K, N) = op(A)^T (K, M) x dC (M, N).
+    if (next[1]) gb = nn.matmul_summed(a, flip(ta), g, Transpose::no, b_shape, tb);
+    return {ga, gb};
+  }
+
+  std::string name() const override { return "MatmulAccumulationBackward"; }
+  void release_saved() override { a = b = Tensor(); }
+};
+
 void check_matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) {
   ops::check_same_dtype_device("matmul", a, b);
   ops::check_floating("matmul", a);
@@ -161,7 +201,8 @@ void check_matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb) 
     const std::int64_t da = ba[ba.rank() - i], db = bb[bb.rank() - i];
     if (da != db && da != 1 && db != 1) {
       throw ShapeError("matmul: batch dimensions do not broadcast: " + sa.to_string() + " x " +
-                       sb.to_string() + " (after transposes)");
+                       sb.to_string() +
+                       " (after transposes); each batch extent must match or be 1");
     }
   }
 }
@@ -179,6 +220,31 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a, Transpose
   node->tb = transpose_b;
   if (b.requires_grad()) node->a = a.detach();
   if (a.requires_grad()) node->b = b.detach();
+  return autograd::record(out, node, {a, b});
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a, Transpose transpose_b,
+              Accumulation accumulation) {
+  ops::check_same_dtype_device("matmul", a, b);
+  ops::check_floating("matmul", a);
+  if (accumulation == Accumulation::float32 || !is_16bit_float(a.dtype())) {
+    // float32 accumulation, or operands whose compute dtype already is float32/float64.
+    return matmul(a, b, transpose_a, transpose_b);
+  }
+  check_matmul(a, b, transpose_a, transpose_b);
+  const Tensor ad = a.detach(), bd = b.detach();
+  const int rank = std::max(a.rank(), b.rank());
+  Tensor out = backend_for(a.device())
+                   .nn->matmul(pad_rank(ad, rank), pad_rank(bd, rank), transpose_a, transpose_b,
+                               a.dtype(), Accumulation::compute_dtype);
+  if (!autograd::needs_record({&a, &b})) return out;
+  auto node = std::make_shared<MatmulAccumulationBackward>();
+  node->a_shape = a.shape();
+  node->b_shape = b.shape();
+  node->ta = transpose_a;
+  node->tb = transpose_b;
+  if (b.requires_grad()) node->a = ad;
+  if (a.requires_grad()) node->b = bd;
   return autograd::record(out, node, {a, b});
 }
 

@@ -1,12 +1,11 @@
 // max_pool2d, avg_pool2d and global_avg_pool2d (nn_ops.h): checks, geometry (ops/window.h), the
-// backend call and the backward pass (cpu/pooling.h: oneDNN, or plain loops for float64;
-// cuda/pooling.h: own kernels for CUDA tensors).
-#include "backend/cpu/pooling.h"
-
+// backend call (backend/nn_kernels.h: pool2d_forward / pool2d_backward; the CPU runs oneDNN or
+// plain loops for float64, CUDA own kernels) and the backward pass.
 #include <string>
 
 #include "autograd/node.h"
-#include "backend/cuda/pooling.h"
+#include "backend/backend.h"
+#include "backend/nn_kernels.h"
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -29,27 +28,17 @@ void check_image(const char* op, const Tensor& x) {
 struct Pool2dBackward final : autograd::Node {
   PoolKind kind = PoolKind::max;
   PoolGeometry geometry;
-  cpu::PoolState state;
-  Tensor cuda_argmax;  // CUDA max pooling: the forward's choice in each window (int32)
-  bool on_cuda = false;
+  PoolSaved saved;
   DType dtype = DType::float32;
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     const Tensor g = grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype);
-    if (on_cuda) {
-      return {cuda::pool2d_backward(
-          kind == PoolKind::max ? cuda::PoolMode::max : cuda::PoolMode::average, g.detach(),
-          cuda_argmax, geometry)};
-    }
-    return {cpu::pool2d_backward(kind, g.detach(), state, geometry)};
+    return {backend_for(g.device()).nn->pool2d_backward(kind, g.detach(), saved, geometry)};
   }
   std::string name() const override {
     return kind == PoolKind::max ? "MaxPool2dBackward" : "AvgPool2dBackward";
   }
-  void release_saved() override {
-    state = cpu::PoolState{};
-    cuda_argmax = Tensor();
-  }
+  void release_saved() override { saved = PoolSaved{}; }
 };
 
 Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const Pool2dOptions& options) {
@@ -68,28 +57,16 @@ Tensor pool2d(PoolKind kind, const char* op, const Tensor& x, const Pool2dOption
   g.pad_left = w.pad_before, g.pad_right = w.pad_after, g.out_w = w.out;
 
   const bool record = autograd::needs_record({&x});
-  if (x.device().is_cuda()) {
-    cuda::PoolOutput r = cuda::pool2d_forward(
-        kind == PoolKind::max ? cuda::PoolMode::max : cuda::PoolMode::average, x.detach(), g,
-        record ? cuda::SaveArgmax::yes : cuda::SaveArgmax::no);
-    if (!record) return r.y;
-    auto node = std::make_shared<Pool2dBackward>();
-    node->kind = kind;
-    node->geometry = g;
-    node->cuda_argmax = std::move(r.argmax);
-    node->on_cuda = true;
-    node->dtype = x.dtype();
-    return autograd::record(r.y, node, {x});
-  }
-  cpu::PoolForward result = cpu::pool2d_forward(
-      kind, x.detach(), g, record ? cpu::SaveForBackward::yes : cpu::SaveForBackward::no);
-  if (!record) return result.y;
+  PoolForward r = backend_for(x.device())
+                      .nn->pool2d_forward(kind, x.detach(), g,
+                                          record ? SaveForBackward::yes : SaveForBackward::no);
+  if (!record) return r.y;
   auto node = std::make_shared<Pool2dBackward>();
   node->kind = kind;
   node->geometry = g;
-  node->state = std::move(result.state);
+  node->saved = std::move(r.saved);
   node->dtype = x.dtype();
-  return autograd::record(result.y, node, {x});
+  return autograd::record(r.y, node, {x});
 }
 
 }  // namespace

@@ -20,7 +20,6 @@ namespace mixprec {
 namespace {
 
 using cpu::BatchNormImpl;
-using cpu::BatchNormStats;
 using testing::all_close;
 using testing::check_low_precision;
 using testing::expect_error;

@@ -175,15 +175,15 @@ TEST(CudaConvPlanTest, DepthwiseFilterGradientChunksCoverTheRows) {
   kernels::DepthwiseGeometry g;
   g.batch = 4, g.out_h = 10, g.channels = 32, g.multiplier = 1, g.kernel_h = 3, g.kernel_w = 3;
   // Rounding every partial sum fixes the order: one chunk.
-  EXPECT_EQ(kernels::depthwise_filter_chunks(g, kernels::DepthwiseSum::storage), 1);
-  const std::int64_t chunks = kernels::depthwise_filter_chunks(g, kernels::DepthwiseSum::float32);
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::compute_dtype), 1);
+  const std::int64_t chunks = kernels::depthwise_filter_chunks(g, Accumulation::float32);
   EXPECT_GE(chunks, 1);
   EXPECT_LE(chunks, g.batch * g.out_h);  // never more chunks than rows
   // A huge filter leaves one chunk; a tiny one as many as there are rows.
   g.channels = 1 << 20;
-  EXPECT_EQ(kernels::depthwise_filter_chunks(g, kernels::DepthwiseSum::float32), 1);
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::float32), 1);
   g.channels = 1, g.kernel_h = g.kernel_w = 1, g.batch = 64, g.out_h = 112;
-  EXPECT_EQ(kernels::depthwise_filter_chunks(g, kernels::DepthwiseSum::float32), 64 * 112);
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::float32), 64 * 112);
 }
 
 TEST(CudaConvPlanTest, BatchNormPartsStayWithinTheRows) {

@@ -13,7 +13,6 @@
 namespace mixprec {
 namespace {
 
-using cuda::Epilogue;
 using ops::detail::ActivationAfter;
 using ops::detail::BiasGrad;
 using ops::detail::BiasGradRoute;

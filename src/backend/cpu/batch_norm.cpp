@@ -419,7 +419,7 @@ void execute(const BnormPrimitive& p, std::unordered_map<int, dnnl::memory> args
 // A (C) parameter or statistic as a contiguous float32 tensor.
 Tensor as_float32(const Tensor& t) {
   if (t.dtype() == DType::float32 && t.is_contiguous()) return t;
-  return cast(t, DType::float32);
+  return cpu::cast(t, DType::float32);
 }
 
 // The oneDNN primitive for this call, or null where the reference loops run: float64, float16,

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/nn_kernels.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
@@ -23,18 +24,8 @@ namespace mixprec::cpu {
 // runs the loops (tests compare the two).
 enum class BatchNormImpl { automatic, reference };
 
-// What the backward differentiates through: `batch` statistics are functions of x (training);
-// `moving` statistics are constants (inference mode).
-enum class BatchNormStats { batch, moving };
-
 // The float32 (float64 for float64 x) dtype of statistics and parameter gradients.
 DType batch_norm_stat_dtype(DType x_dtype);
-
-struct BatchNormTrainingResult {
-  Tensor y;         // x's shape and dtype, contiguous
-  Tensor mean;      // (C), batch_norm_stat_dtype
-  Tensor variance;  // (C), biased, batch_norm_stat_dtype
-};
 
 // Preconditions (checked by the op layer): x CPU, floating, rank >= 1 with C = x.dim(-1), at least
 // one row; gamma, beta (C) in float32 or x's dtype (float64 for float64 x); epsilon > 0.
@@ -47,12 +38,6 @@ BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma
 Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& mean, const Tensor& variance, double epsilon,
                             BatchNormImpl impl = BatchNormImpl::automatic);
-
-struct BatchNormGradients {
-  Tensor dx;      // x's shape and dtype
-  Tensor dgamma;  // (C), batch_norm_stat_dtype
-  Tensor dbeta;   // (C), batch_norm_stat_dtype
-};
 
 // dy: the gradient of y (x's shape and dtype). With xhat = (x - mean) * inv_std,
 // inv_std = 1 / sqrt(variance + epsilon), sums over the M rows:

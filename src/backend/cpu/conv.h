@@ -1,6 +1,7 @@
 // CPU 2-D convolution on oneDNN, NHWC: forward, backward data and backward weights (filters).
-// The op layer (src/ops/conv.cpp) validates and builds the geometry; float64 and 16-bit
-// accumulation go to the plain loops of conv_reference.h instead.
+// The op layer (src/ops/conv.cpp) validates and builds the geometry; the backend's NnKernels table
+// (cpu/nn_kernels.cpp) sends float64 and 16-bit accumulation to the plain loops of
+// conv_reference.h instead.
 #pragma once
 
 #include <cstdint>

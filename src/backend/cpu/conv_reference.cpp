@@ -17,7 +17,7 @@ namespace {
 // Parallel only when there is enough work to pay for the threads (multiply-adds).
 constexpr std::int64_t kParallelWork = std::int64_t{1} << 15;
 
-// ConvAccumulation::wide: a float64 sum, rounded once at the end.
+// Accumulation::float32: a float64 sum, rounded once at the end.
 template <typename T>
 struct WideSum {
   double sum = 0.0;
@@ -27,7 +27,7 @@ struct WideSum {
   }
 };
 
-// ConvAccumulation::storage: every partial sum rounded to T (C is float, or double for float64).
+// Accumulation::compute_dtype: every partial sum rounded to T (C is float, or double for float64).
 template <typename T>
 struct StorageSum {
   using C = core::compute_t<T>;
@@ -158,9 +158,9 @@ const T* data_of(const Tensor& t) {
 
 // Runs `kernel.template operator()<T, Sum>()` for the dtype and accumulation.
 template <typename F>
-void dispatch(DType dtype, ConvAccumulation accumulation, F&& kernel) {
+void dispatch(DType dtype, Accumulation accumulation, F&& kernel) {
   core::dispatch_floating(dtype, "conv2d_reference", [&]<typename T>() {
-    if (accumulation == ConvAccumulation::wide) {
+    if (accumulation == Accumulation::float32) {
       kernel.template operator()<T, WideSum<T>>();
     } else {
       kernel.template operator()<T, StorageSum<T>>();
@@ -171,7 +171,7 @@ void dispatch(DType dtype, ConvAccumulation accumulation, F&& kernel) {
 }  // namespace
 
 Tensor conv2d_reference_forward(const Tensor& x, const Tensor& filters, const Tensor& bias,
-                                const ConvGeometry& g, ConvAccumulation accumulation) {
+                                const ConvGeometry& g, Accumulation accumulation) {
   const DType dtype = x.dtype();
   check("x", x, x_shape(g), dtype);
   check("filters", filters, filters_shape(g), dtype);
@@ -187,7 +187,7 @@ Tensor conv2d_reference_forward(const Tensor& x, const Tensor& filters, const Te
 }
 
 Tensor conv2d_reference_backward_data(const Tensor& dy, const Tensor& filters,
-                                      const ConvGeometry& g, ConvAccumulation accumulation) {
+                                      const ConvGeometry& g, Accumulation accumulation) {
   const DType dtype = dy.dtype();
   check("dy", dy, y_shape(g), dtype);
   check("filters", filters, filters_shape(g), dtype);
@@ -200,7 +200,7 @@ Tensor conv2d_reference_backward_data(const Tensor& dy, const Tensor& filters,
 }
 
 Tensor conv2d_reference_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeometry& g,
-                                         ConvAccumulation accumulation) {
+                                         Accumulation accumulation) {
   const DType dtype = x.dtype();
   check("x", x, x_shape(g), dtype);
   check("dy", dy, y_shape(g), dtype);

@@ -265,15 +265,15 @@ PoolForward forward_dnnl(PoolKind kind, const Tensor& x, const PoolGeometry& g,
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, memory_of(p->src, x)},
                                              {DNNL_ARG_DST, memory_of(p->dst, result.y)}};
   if (training) {
-    result.state.workspace = bytes(p->workspace.get_size());
-    args[DNNL_ARG_WORKSPACE] = memory_of(p->workspace, result.state.workspace);
+    result.saved.argmax = bytes(p->workspace.get_size());
+    args[DNNL_ARG_WORKSPACE] = memory_of(p->workspace, result.saved.argmax);
   }
   execute(*p, std::move(args));
-  result.state.native_bf16 = type == dt::bf16;
+  result.saved.native_bf16 = type == dt::bf16;
   return result;
 }
 
-Tensor backward_dnnl(PoolKind kind, const Tensor& dy, const PoolState& state,
+Tensor backward_dnnl(PoolKind kind, const Tensor& dy, const PoolSaved& state,
                      const PoolGeometry& g) {
   const dt type = dy.dtype() == DType::bfloat16 ? dt::bf16 : dt::f32;
   const auto p = cached_primitive(Pass::backward, kind, g, type);
@@ -281,12 +281,12 @@ Tensor backward_dnnl(PoolKind kind, const Tensor& dy, const PoolState& state,
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, memory_of(p->dst, dy)},
                                              {DNNL_ARG_DIFF_SRC, memory_of(p->src, dx)}};
   if (kind == PoolKind::max) {
-    if (!state.workspace.defined() || state.workspace.nbytes() != p->workspace.get_size()) {
+    if (!state.argmax.defined() || state.argmax.nbytes() != p->workspace.get_size()) {
       throw Error(
           "cpu::pool2d_backward: max pooling needs the workspace of a forward run with "
           "SaveForBackward::yes on the same geometry and data type");
     }
-    args[DNNL_ARG_WORKSPACE] = memory_of(p->workspace, state.workspace);
+    args[DNNL_ARG_WORKSPACE] = memory_of(p->workspace, state.argmax);
   }
   execute(*p, std::move(args));
   return dx;
@@ -331,7 +331,7 @@ PoolForward pool2d_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g
   const DType dtype = x.dtype();
   if (dtype == DType::float64 || x.numel() == 0) {
     PoolForward result{pool2d_reference_forward(kind, x, g), {}};
-    if (save == SaveForBackward::yes && kind == PoolKind::max) result.state.x = x;
+    if (save == SaveForBackward::yes && kind == PoolKind::max) result.saved.x = x;
     return result;
   }
   const Tensor xc = x.contiguous();
@@ -345,7 +345,7 @@ PoolForward pool2d_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g
   return result;
 }
 
-Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const PoolState& state,
+Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const PoolSaved& state,
                        const PoolGeometry& g) {
   check_tensor("cpu::pool2d_backward", "dy", dy, y_shape(g), dy.dtype());
   const DType dtype = dy.dtype();

@@ -5,28 +5,17 @@
 #include <cstdint>
 
 #include "backend/cpu/dnnl_context.h"
-#include "core/window_geometry.h"
+#include "backend/nn_kernels.h"
 #include "core/op_kinds.h"
+#include "core/window_geometry.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec::cpu {
 
-
-// What the backward of a pooling needs besides dy. Max pooling on oneDNN keeps oneDNN's workspace
-// (where each window's maximum was), and the data type it ran in, because the backward must use
-// the matching primitive; the float64 path keeps x and finds the maxima again.
-struct PoolState {
-  Tensor workspace;          // uint8 bytes, oneDNN's layout; max pooling on oneDNN only
-  Tensor x;                  // float64 max pooling only
-  bool native_bf16 = false;  // the forward ran the bf16 primitive (not the float32 one)
-};
-
-enum class SaveForBackward { no, yes };
-
-struct PoolForward {
-  Tensor y;
-  PoolState state;  // empty unless SaveForBackward::yes
-};
+// PoolSaved, PoolForward and SaveForBackward (backend/nn_kernels.h): max pooling on oneDNN keeps
+// oneDNN's workspace (where each window's maximum was) in PoolSaved::argmax and the data type it
+// ran in (native_bf16), because the backward must use the matching primitive; the float64 path
+// keeps x and finds the maxima again.
 
 // x contiguous, of dtype float32/float16/bfloat16 (oneDNN) or float64 (the loops). float16, and
 // bfloat16 without native support or with the fallback forced (use_native_bf16()), run in float32
@@ -37,7 +26,7 @@ PoolForward pool2d_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g
 // dx (batch, in_h, in_w, channels) from dy (batch, out_h, out_w, channels) of x's dtype; `state`
 // is what pool2d_forward saved. Gradients of overlapping windows add up (in float32 for 16-bit
 // dtypes, rounded once).
-Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const PoolState& state,
+Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const PoolSaved& state,
                        const PoolGeometry& g);
 
 // The oracle: plain loops on any floating dtype and strides, float64 arithmetic, one rounding to

@@ -1,13 +1,15 @@
-// CPU bilinear resize: separable interpolation, one output row at a time. Forward: the two input
-// rows an output row reads are interpolated horizontally (kept while consecutive output rows read
-// the same input rows, which upsampling does for in/out of them), then blended vertically.
-// Backward: each input row gathers the output-gradient rows that read it (vertical weights), then
-// scatters that one row horizontally; gathering makes every input row the work of one thread, so
-// no atomics and a result independent of the thread count.
+// CPU zero padding (a row copy) and bilinear resize (resize.h). Resize: separable interpolation,
+// one output row at a time. Forward: the two input rows an output row reads are interpolated
+// horizontally (kept while consecutive output rows read the same input rows, which upsampling does
+// for in/out of them), then blended vertically. Backward: each input row gathers the
+// output-gradient rows that read it (vertical weights), then scatters that one row horizontally;
+// gathering makes every input row the work of one thread, so no atomics and a result independent of
+// the thread count.
 #include "backend/cpu/resize.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -19,6 +21,34 @@
 namespace mixprec::cpu {
 
 namespace {
+
+// out (N, OH, OW, C), contiguous = x (N, H, W, C), contiguous, at rows [top, top + H) and columns
+// [left, left + W), zeros elsewhere. A byte copy, so every dtype works: each output row is either
+// all padding or padding, one contiguous input row of W * C elements, padding.
+void pad_rows(const Tensor& x, const Padding2d& p, Tensor& out) {
+  const std::int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const std::int64_t oh = out.dim(1), ow = out.dim(2);
+  const std::size_t elem = dtype_size(x.dtype());
+  const std::size_t in_row = static_cast<std::size_t>(w * c) * elem;
+  const std::size_t out_row = static_cast<std::size_t>(ow * c) * elem;
+  const std::size_t before = static_cast<std::size_t>(p.left * c) * elem;
+  const std::size_t after = out_row - before - in_row;
+  const auto* src = static_cast<const unsigned char*>(x.data_ptr());
+  auto* dst = static_cast<unsigned char*>(out.data_ptr());
+  const std::int64_t rows = n * oh;
+#pragma omp parallel for schedule(static) if (out.nbytes() >= (std::size_t{1} << 18))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    unsigned char* o = dst + static_cast<std::size_t>(r) * out_row;
+    const std::int64_t y = r % oh - p.top;  // input row, when inside
+    if (y < 0 || y >= h) {
+      std::memset(o, 0, out_row);
+      continue;
+    }
+    std::memset(o, 0, before);
+    std::memcpy(o + before, src + static_cast<std::size_t>((r / oh) * h + y) * in_row, in_row);
+    std::memset(o + before + in_row, 0, after);
+  }
+}
 
 // Below this many output elements the loops run on one thread.
 constexpr std::int64_t kParallelElements = std::int64_t{1} << 15;
@@ -252,6 +282,14 @@ Tensor resize_bilinear_backward(const Tensor& dy, std::int64_t in_height, std::i
     backward(gc.data<T>(), n, in_height, in_width, c, oh, ow, dx.data<T>());
   });
   return dx;
+}
+
+Tensor zero_pad2d(const Tensor& x, const Padding2d& padding) {
+  Tensor out = core::make_tensor(Shape{x.dim(0), padding.top + x.dim(1) + padding.bottom,
+                                       padding.left + x.dim(2) + padding.right, x.dim(3)},
+                                 x.dtype(), x.device());
+  if (out.numel() > 0) pad_rows(x.contiguous(), padding, out);
+  return out;
 }
 
 }  // namespace mixprec::cpu

@@ -7,6 +7,7 @@
 #include "backend/cuda/cast.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
+#include "backend/nn_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 
@@ -22,7 +23,7 @@ DType stat_dtype(DType x_dtype) {
 // parameter; C elements, negligible next to x).
 Tensor as_stat(const Tensor& t, DType stat) {
   const Tensor d = t.detach();
-  return d.dtype() == stat ? contiguous(d) : cast(d, stat);
+  return d.dtype() == stat ? contiguous(d) : cuda::cast(d, stat);
 }
 
 struct Rows {
@@ -42,13 +43,13 @@ Tensor scratch(std::int64_t n, DType stat, Device device) {
 
 }  // namespace
 
-BatchNormTrainingOutput batch_norm_training(const Tensor& x, const Tensor& gamma,
+BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,
                                             const Tensor& beta, double epsilon) {
   const Rows r = rows_of(x);
   if (r.m == 0) throw ValueError("cuda::batch_norm_training: no rows to take statistics over");
   const DType stat = stat_dtype(x.dtype());
   const Device device = x.device();
-  BatchNormTrainingOutput out{core::make_tensor(x.shape(), x.dtype(), device),
+  BatchNormTrainingResult out{core::make_tensor(x.shape(), x.dtype(), device),
                               core::make_tensor(Shape{r.c}, stat, device),
                               core::make_tensor(Shape{r.c}, stat, device)};
   if (x.numel() == 0) return out;
@@ -86,18 +87,18 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& 
   return y;
 }
 
-BatchNormBackwardOutput batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                            const Tensor& mean, const Tensor& variance,
-                                            double epsilon, BatchNormStatistics statistics) {
+BatchNormGradients batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& mean, const Tensor& variance, double epsilon,
+                                       BatchNormStats statistics) {
   if (dy.dtype() != x.dtype() || dy.shape() != x.shape() || !(dy.device() == x.device())) {
     throw Error("cuda::batch_norm_backward: the gradient must have x's shape, dtype and device");
   }
   const Rows r = rows_of(x);
   const DType stat = stat_dtype(x.dtype());
   const Device device = x.device();
-  BatchNormBackwardOutput out{core::make_tensor(x.shape(), x.dtype(), device),
-                              core::make_tensor(Shape{r.c}, stat, device),
-                              core::make_tensor(Shape{r.c}, stat, device)};
+  BatchNormGradients out{core::make_tensor(x.shape(), x.dtype(), device),
+                         core::make_tensor(Shape{r.c}, stat, device),
+                         core::make_tensor(Shape{r.c}, stat, device)};
   if (x.numel() == 0) {
     // No rows: the parameter gradients are empty sums.
     if (r.c > 0) {
@@ -112,10 +113,9 @@ BatchNormBackwardOutput batch_norm_backward(const Tensor& dy, const Tensor& x, c
   Tensor partials = scratch(2 * kernels::batch_norm_parts(r.m, r.c) * r.c, stat, device);
   Tensor coefficients = scratch(3 * r.c, stat, device);
   kernels::batch_norm_backward(x.dtype(), gc.data_ptr(), xc.data_ptr(), m.data_ptr(), v.data_ptr(),
-                               g.data_ptr(), epsilon, statistics == BatchNormStatistics::batch, r.m,
-                               r.c, partials.data_ptr(), coefficients.data_ptr(),
-                               out.dgamma.data_ptr(), out.dbeta.data_ptr(), out.dx.data_ptr(),
-                               scope.stream());
+                               g.data_ptr(), epsilon, statistics == BatchNormStats::batch, r.m, r.c,
+                               partials.data_ptr(), coefficients.data_ptr(), out.dgamma.data_ptr(),
+                               out.dbeta.data_ptr(), out.dx.data_ptr(), scope.stream());
   return out;
 }
 

@@ -19,32 +19,26 @@
 #include "mixprec/dtype.h"
 #include "mixprec/tensor.h"
 
+namespace mixprec {
+// backend/nn_kernels.h (declared here so that the kernels' .cu files do not see the ops).
+struct BatchNormTrainingResult;
+struct BatchNormGradients;
+enum class BatchNormStats;
+}  // namespace mixprec
+
 namespace mixprec::cuda {
 
-struct BatchNormTrainingOutput {
-  Tensor y;         // x's shape and dtype
-  Tensor mean;      // (C), float32 (float64 for float64 x)
-  Tensor variance;  // (C), biased
-};
-struct BatchNormBackwardOutput {
-  Tensor dx;      // x's shape and dtype
-  Tensor dgamma;  // (C), float32 (float64 for float64 x)
-  Tensor dbeta;   // (C), likewise
-};
-// `batch`: the statistics came from x (training; the gradient flows through them); `moving`:
-// they are constants (inference mode).
-enum class BatchNormStatistics { batch, moving };
-
+// BatchNormTrainingResult, BatchNormGradients and BatchNormStats: backend/nn_kernels.h.
 // Preconditions (the op layer checks them): x floating on a CUDA device, rank >= 1, at least one
 // row; gamma, beta and the statistics (C) on the same device in float32 or x's dtype (float64 for
 // float64 x); epsilon > 0. Formulas as in cpu/batch_norm.h.
-BatchNormTrainingOutput batch_norm_training(const Tensor& x, const Tensor& gamma,
+BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,
                                             const Tensor& beta, double epsilon);
 Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& mean, const Tensor& variance, double epsilon);
-BatchNormBackwardOutput batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                            const Tensor& mean, const Tensor& variance,
-                                            double epsilon, BatchNormStatistics statistics);
+BatchNormGradients batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& mean, const Tensor& variance, double epsilon,
+                                       BatchNormStats statistics);
 
 // The kernel launchers (kernels/*.cu), in builds with the CUDA backend only.
 #if MIXPREC_HAVE_CUDA

@@ -2,7 +2,7 @@
 // (cudnnConvolutionForward / BackwardData / BackwardFilter), NHWC activations, same geometry struct
 // as the CPU (ConvGeometry: Keras HWIO filters, TensorFlow `same` padding with the odd
 // row/column at the bottom/right). The op layer (src/ops/conv.cpp) validates and builds the
-// geometry; depthwise convolutions go to depthwise.h instead.
+// geometry; depthwise convolutions go to depthwise.h instead (cuda/nn_kernels.cpp chooses).
 //
 // Numerics (DESIGN §2.4): float32 accumulates in float32 with FMA-only kernels, or TF32 tensor
 // cores when enable_tensor_float_32_execution(true); float16 and bfloat16 run tensor-core kernels
@@ -26,14 +26,14 @@
 
 namespace mixprec::cuda {
 
-
 // All tensors contiguous or not, on one CUDA device, of one floating dtype; shapes as in cpu/conv.h
 // (filters in HWIO). bias may be undefined. Return new contiguous tensors.
 //
 // What the forward builds for cuDNN and the backward needs again: the input with TensorFlow's
 // extra bottom row / right column of zeros (cuDNN pads symmetrically, see CudnnPadding) and the
 // filters in cuDNN's KRSC order. The op layer keeps them in its autograd node instead of x and the
-// HWIO filters (the same sizes), so the backward passes do not rebuild them: pass `prepared` to
+// HWIO filters (the same sizes; ConvSaved with ConvSavedForm::prepared, see cuda/nn_kernels.cpp),
+// so the backward passes do not rebuild them: pass `prepared` to
 // the forward, then prepared->krsc to conv2d_backward_data and prepared->input to
 // conv2d_backward_filters (which then ignores x).
 struct ConvPrepared {

@@ -14,7 +14,6 @@ namespace mixprec::cuda {
 namespace {
 
 using kernels::DepthwiseGeometry;
-using kernels::DepthwiseSum;
 
 DepthwiseGeometry kernel_geometry(const ConvGeometry& g) {
   if (g.in_channels != g.groups || g.in_per_group() != 1) {
@@ -34,10 +33,11 @@ DepthwiseGeometry kernel_geometry(const ConvGeometry& g) {
   return k;
 }
 
-DepthwiseSum sum_of(DType dtype, Accumulation accumulation) {
+// What the kernels do: round every partial sum for 16-bit data with 16-bit accumulation only.
+Accumulation sum_of(DType dtype, Accumulation accumulation) {
   return is_16bit_float(dtype) && accumulation == Accumulation::compute_dtype
-             ? DepthwiseSum::storage
-             : DepthwiseSum::float32;
+             ? Accumulation::compute_dtype
+             : Accumulation::float32;
 }
 
 void check_operand(const char* what, const Tensor& t, std::int64_t numel, DType dtype,
@@ -54,9 +54,7 @@ void check_operand(const char* what, const Tensor& t, std::int64_t numel, DType 
 }
 
 Shape x_shape(const ConvGeometry& g) { return Shape{g.batch, g.in_h, g.in_w, g.in_channels}; }
-Shape y_shape(const ConvGeometry& g) {
-  return Shape{g.batch, g.out_h, g.out_w, g.out_channels};
-}
+Shape y_shape(const ConvGeometry& g) { return Shape{g.batch, g.out_h, g.out_w, g.out_channels}; }
 Shape filters_shape(const ConvGeometry& g) {
   return Shape{g.kernel_h, g.kernel_w, 1, g.out_channels};
 }
@@ -117,7 +115,7 @@ Tensor depthwise_backward_filters(const Tensor& x, const Tensor& dy, const ConvG
   }
   StreamScope scope(device);
   const Tensor xc = contiguous(x.detach()), gc = contiguous(dy.detach());
-  const DepthwiseSum sum = sum_of(dtype, accumulation);
+  const Accumulation sum = sum_of(dtype, accumulation);
   const std::int64_t chunks = kernels::depthwise_filter_chunks(k, sum);
   // Per-chunk partial sums in the compute type (float; double for float64), freed stream-ordered.
   Tensor partials =

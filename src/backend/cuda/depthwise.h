@@ -9,7 +9,7 @@
 // and input-gradient kernels give each thread two adjacent channels (4-byte loads and stores) when
 // the channel counts and pointers allow. Sums are in float (double for float64), rounded once on
 // store; with Accumulation::compute_dtype on 16-bit data every partial sum is rounded to the
-// storage type in the CPU reference's order (conv_reference.h, `storage`).
+// storage type in the CPU reference's order (conv_reference.h, Accumulation::compute_dtype).
 // The filter gradient is deterministic: per-chunk partial sums over the (N, OH) rows, then a second
 // kernel adds the chunks in a fixed order (no float atomics).
 #pragma once
@@ -20,11 +20,10 @@
 
 #include <cstdint>
 
+#include "core/window_geometry.h"
 #include "mixprec/dtype.h"
 #include "mixprec/ops.h"
-#include "core/window_geometry.h"
 #include "mixprec/tensor.h"
-
 
 namespace mixprec::cuda {
 
@@ -50,19 +49,19 @@ struct DepthwiseGeometry {
   std::int64_t out_h = 0, out_w = 0;
 };
 
-// float32: sums in float (double for float64); storage: every partial sum rounded to the dtype.
-enum class DepthwiseSum { float32, storage };
+// `sum`: Accumulation::float32 sums in float (double for float64); Accumulation::compute_dtype
+// rounds every partial sum to the dtype (the host side passes it for 16-bit data only).
 
 // y = x * w (+ bias when not null), rounded once (the bias added before the rounding).
 void depthwise_forward(DType dtype, const DepthwiseGeometry& g, const void* x, const void* w,
-                       const void* bias, void* y, DepthwiseSum sum, cudaStream_t s);
+                       const void* bias, void* y, Accumulation sum, cudaStream_t s);
 void depthwise_backward_data(DType dtype, const DepthwiseGeometry& g, const void* dy, const void* w,
-                             void* dx, DepthwiseSum sum, cudaStream_t s);
+                             void* dx, Accumulation sum, cudaStream_t s);
 // The number of row chunks of the filter gradient's first pass; `partials` must hold
 // chunks * KH * KW * C * M values of the compute type (float; double for float64).
-std::int64_t depthwise_filter_chunks(const DepthwiseGeometry& g, DepthwiseSum sum);
+std::int64_t depthwise_filter_chunks(const DepthwiseGeometry& g, Accumulation sum);
 void depthwise_backward_filters(DType dtype, const DepthwiseGeometry& g, const void* x,
-                                const void* dy, void* partials, void* dw, DepthwiseSum sum,
+                                const void* dy, void* partials, void* dw, Accumulation sum,
                                 cudaStream_t s);
 
 }  // namespace kernels

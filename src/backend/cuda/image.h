@@ -1,4 +1,4 @@
-// Spatial image ops on CUDA, NHWC (mirrors the CPU parts of ops/image.cpp and cpu/resize.h):
+// Spatial image ops on CUDA, NHWC (mirrors cpu/resize.h):
 // zero padding (a fill and a strided copy: no kernel of its own) and bilinear resizing with
 // half-pixel centers (kernels/image.cu), forward and backward, with the CPU's taps and formulas:
 // along each axis output o reads s = max((o + 0.5) * in / out - 0.5, 0), i0 = min(floor(s),

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "backend/cuda/matmul_layout.h"
+#include "backend/nn_kernels.h"
 #include "mixprec/ops.h"
 #include "mixprec/tensor.h"
 
@@ -44,31 +45,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb);
 
 // ---- epilogues: the Dense layer's bias and activation fused into the product ----
 //
-// cuBLASLt applies an epilogue to the float32 accumulator before the one rounding to the output
-// dtype. In row-major terms, for C (M, N) = op(A) (M, K) x op(B) (K, N):
-enum class Epilogue {
-  none,                // C
-  bias,                // C + bias, bias (N,) broadcast over the M rows
-  relu_bias,           // relu(C + bias); cuBLASLt's max(z, 0) maps NaN to 0 (Dense does not use
-                       // it for that reason: see src/ops/dense_op.cpp)
-  gelu_tanh_bias,      // gelu_tanh(C + bias): cuBLASLt's GELU is the tanh approximation only
-  gelu_tanh_aux_bias,  // gelu_tanh(C + bias), and Z = C + bias kept in `aux` for the backward
-  relu,                // relu(C), NaN to 0 likewise
-  gelu_tanh,           // gelu_tanh(C)
-  gelu_tanh_aux,       // gelu_tanh(C), and Z = C kept in `aux`
-  bias_grad,           // C, and the column sums of op(B), sum over k of op(B)[k, n] (N,), in
-                       // `bias_grad` (cuBLASLt's BGRADA: our B is cuBLASLt's A, see above)
-};
-
+// The Epilogue vocabulary and EpilogueResult are the backends' (backend/nn_kernels.h).
 bool epilogue_adds_bias(Epilogue epilogue);
 bool epilogue_keeps_aux(Epilogue epilogue);
-
-struct EpilogueResult {
-  Tensor out;        // (M, N) contiguous, out_dtype
-  Tensor aux;        // the pre-activation Z (M, N) in out_dtype (gelu_tanh_aux*): a view whose row
-                     // stride is detail::gelu_aux_ld(N) or N
-  Tensor bias_grad;  // (N,) in out_dtype (bias_grad)
-};
 
 // The product with an epilogue. Rank-2 operands only (Dense folds its batch axes into M), the same
 // floating dtype on one CUDA device, out_dtype as for matmul (float32 accumulation). `bias`: (N,)

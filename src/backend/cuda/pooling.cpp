@@ -6,6 +6,7 @@
 #include "backend/cpu/pooling.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
+#include "backend/nn_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 
@@ -33,31 +34,32 @@ void check_shape(const char* what, const Tensor& t, const Shape& expected) {
 
 }  // namespace
 
-PoolOutput pool2d_forward(PoolMode mode, const Tensor& x, const PoolGeometry& g,
-                          SaveArgmax save) {
+PoolForward pool2d_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g,
+                           SaveForBackward save) {
   check_shape("x", x, Shape{g.batch, g.in_h, g.in_w, g.channels});
   const Shape out_shape{g.batch, g.out_h, g.out_w, g.channels};
-  PoolOutput out;
+  PoolForward out;
   out.y = core::make_tensor(out_shape, x.dtype(), x.device());
-  const bool max = mode == PoolMode::max;
-  if (max && save == SaveArgmax::yes) {
-    out.argmax = core::make_tensor(out_shape, DType::int32, x.device());
+  const bool max = kind == PoolKind::max;
+  if (max && save == SaveForBackward::yes) {
+    out.saved.argmax = core::make_tensor(out_shape, DType::int32, x.device());
   }
   if (out.y.numel() == 0) return out;
   StreamScope scope(x.device());
   const Tensor xc = contiguous(x.detach());
-  kernels::pool2d_forward(
-      max, x.dtype(), shape_of(g), xc.data_ptr(), out.y.data_ptr(),
-      out.argmax.defined() ? static_cast<std::int32_t*>(out.argmax.data_ptr()) : nullptr,
-      scope.stream());
+  kernels::pool2d_forward(max, x.dtype(), shape_of(g), xc.data_ptr(), out.y.data_ptr(),
+                          out.saved.argmax.defined()
+                              ? static_cast<std::int32_t*>(out.saved.argmax.data_ptr())
+                              : nullptr,
+                          scope.stream());
   return out;
 }
 
-Tensor pool2d_backward(PoolMode mode, const Tensor& dy, const Tensor& argmax,
+Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& argmax,
                        const PoolGeometry& g) {
   const Shape out_shape{g.batch, g.out_h, g.out_w, g.channels};
   check_shape("dy", dy, out_shape);
-  const bool max = mode == PoolMode::max;
+  const bool max = kind == PoolKind::max;
   if (max) check_shape("argmax", argmax, out_shape);
   Tensor dx =
       core::make_tensor(Shape{g.batch, g.in_h, g.in_w, g.channels}, dy.dtype(), dy.device());

@@ -14,26 +14,27 @@
 
 #include <cstdint>
 
-#include "mixprec/dtype.h"
+#include "core/op_kinds.h"
 #include "core/window_geometry.h"
+#include "mixprec/dtype.h"
 #include "mixprec/tensor.h"
 
+namespace mixprec {
+// backend/nn_kernels.h (declared here so that the kernels' .cu files do not see the ops).
+struct PoolForward;
+enum class SaveForBackward;
+}  // namespace mixprec
 
 namespace mixprec::cuda {
 
-enum class PoolMode { max, average };
-enum class SaveArgmax { no, yes };
-
-struct PoolOutput {
-  Tensor y;       // (batch, out_h, out_w, channels), x's dtype
-  Tensor argmax;  // int32 (batch, out_h, out_w, channels); max pooling with SaveArgmax::yes only
-};
-
+// PoolKind (core/op_kinds.h), SaveForBackward and PoolForward (backend/nn_kernels.h): max
+// pooling with SaveForBackward::yes keeps the int32 argmax (batch, out_h, out_w, channels) in
+// saved.argmax.
 // x floating, on a CUDA device, shape (batch, in_h, in_w, channels) of g; any strides.
-PoolOutput pool2d_forward(PoolMode mode, const Tensor& x, const PoolGeometry& g,
-                          SaveArgmax save);
+PoolForward pool2d_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g,
+                           SaveForBackward save);
 // dx (batch, in_h, in_w, channels) from dy (x's dtype); `argmax` from the forward (max only).
-Tensor pool2d_backward(PoolMode mode, const Tensor& dy, const Tensor& argmax,
+Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& argmax,
                        const PoolGeometry& g);
 
 // The kernel launchers (kernels/*.cu), in builds with the CUDA backend only.

@@ -136,74 +136,13 @@ Tensor loss_scale_view(const Tensor& state) {
 
 }  // namespace cuda
 
-// ---- cuBLASLt epilogues (backend/cuda/matmul.h; called by ops/dense_op.cpp) ----
+// The matmul epilogue, convolution, depthwise, batch-norm, pooling and image functions are
+// reached only through the CUDA NnKernels table (backend/cuda/nn_kernels.cpp), which a build
+// without CUDA does not have: no stubs. The statistics stay for tools that print them.
 
 namespace cuda {
 
-EpilogueResult matmul_epilogue(const Tensor& a, const Tensor&, Transpose, Transpose, DType,
-                               Epilogue, const Tensor&) {
-  no_backend("matmul on " + a.device().to_string());
-}
-
-}  // namespace cuda
-
-// ---- convolutional ops (backend/cuda/{conv,depthwise,batch_norm,pooling,image}.h; called by
-// ops/{conv,batch_norm,pooling,image}.cpp for CUDA tensors only) ----
-
-namespace cuda {
-
-Tensor conv2d_forward(const Tensor& x, const Tensor&, const Tensor&, const ConvGeometry&,
-                      Accumulation, ConvPrepared*) {
-  no_backend("conv2d on " + x.device().to_string());
-}
-Tensor conv2d_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&, Accumulation,
-                            const Tensor&) {
-  no_backend("conv2d on " + dy.device().to_string());
-}
-Tensor conv2d_backward_filters(const Tensor&, const Tensor& dy, const ConvGeometry&, Accumulation,
-                               const Tensor&) {
-  no_backend("conv2d on " + dy.device().to_string());
-}
 ConvCacheStats conv_cache_stats() { return {}; }
-Tensor depthwise_forward(const Tensor& x, const Tensor&, const Tensor&, const ConvGeometry&,
-                         Accumulation) {
-  no_backend("depthwise_conv2d on " + x.device().to_string());
-}
-Tensor depthwise_backward_data(const Tensor& dy, const Tensor&, const ConvGeometry&,
-                               Accumulation) {
-  no_backend("depthwise_conv2d on " + dy.device().to_string());
-}
-Tensor depthwise_backward_filters(const Tensor& x, const Tensor&, const ConvGeometry&,
-                                  Accumulation) {
-  no_backend("depthwise_conv2d on " + x.device().to_string());
-}
-BatchNormTrainingOutput batch_norm_training(const Tensor& x, const Tensor&, const Tensor&, double) {
-  no_backend("batch_norm on " + x.device().to_string());
-}
-Tensor batch_norm_inference(const Tensor& x, const Tensor&, const Tensor&, const Tensor&,
-                            const Tensor&, double) {
-  no_backend("batch_norm on " + x.device().to_string());
-}
-BatchNormBackwardOutput batch_norm_backward(const Tensor&, const Tensor& x, const Tensor&,
-                                            const Tensor&, const Tensor&, double,
-                                            BatchNormStatistics) {
-  no_backend("batch_norm on " + x.device().to_string());
-}
-PoolOutput pool2d_forward(PoolMode, const Tensor& x, const PoolGeometry&, SaveArgmax) {
-  no_backend("pooling on " + x.device().to_string());
-}
-Tensor pool2d_backward(PoolMode, const Tensor& dy, const Tensor&, const PoolGeometry&) {
-  no_backend("pooling on " + dy.device().to_string());
-}
-Tensor zero_pad2d(const Tensor& x, std::int64_t, std::int64_t, std::int64_t, std::int64_t) {
-  no_backend("zero_pad2d on " + x.device().to_string());
-}
-Tensor resize_bilinear(const Tensor& x, std::int64_t, std::int64_t) {
-  no_backend("resize_bilinear on " + x.device().to_string());
-}
-Tensor resize_bilinear_backward(const Tensor& dy, std::int64_t, std::int64_t) {
-  no_backend("resize_bilinear on " + dy.device().to_string());
-}
 
 }  // namespace cuda
 

@@ -215,12 +215,12 @@ bool fits_int32(const DepthwiseGeometry& g) {
 }  // namespace
 
 void depthwise_forward(DType dtype, const DepthwiseGeometry& g, const void* x, const void* w,
-                       const void* bias, void* y, DepthwiseSum sum, cudaStream_t s) {
+                       const void* bias, void* y, Accumulation sum, cudaStream_t s) {
   const std::int64_t cm = g.channels * g.multiplier;
   const std::int64_t total = g.batch * g.out_h * g.out_w * cm;
   const bool pairs = cm % 2 == 0 && (g.multiplier == 1 || g.multiplier % 2 == 0) && aligned4(x) &&
                      aligned4(w) && aligned4(y) && (bias == nullptr || aligned4(bias));
-  const bool round_each = sum == DepthwiseSum::storage;
+  const bool round_each = sum == Accumulation::compute_dtype;
   const bool i32 = fits_int32(g);
   dispatch_floating(dtype, "depthwise_conv2d", [&]<typename T>() {
     const auto go = [&]<typename I, int V>() {
@@ -240,11 +240,11 @@ void depthwise_forward(DType dtype, const DepthwiseGeometry& g, const void* x, c
 }
 
 void depthwise_backward_data(DType dtype, const DepthwiseGeometry& g, const void* dy, const void* w,
-                             void* dx, DepthwiseSum sum, cudaStream_t s) {
+                             void* dx, Accumulation sum, cudaStream_t s) {
   const std::int64_t total = g.batch * g.in_h * g.in_w * g.channels;
   const bool pairs =
       g.multiplier == 1 && g.channels % 2 == 0 && aligned4(dy) && aligned4(w) && aligned4(dx);
-  const bool round_each = sum == DepthwiseSum::storage;
+  const bool round_each = sum == Accumulation::compute_dtype;
   const bool i32 = fits_int32(g);
   dispatch_floating(dtype, "depthwise_conv2d", [&]<typename T>() {
     const auto go = [&]<typename I, int V>() {
@@ -262,10 +262,10 @@ void depthwise_backward_data(DType dtype, const DepthwiseGeometry& g, const void
   check_launch("depthwise_conv2d backward data");
 }
 
-std::int64_t depthwise_filter_chunks(const DepthwiseGeometry& g, DepthwiseSum sum) {
+std::int64_t depthwise_filter_chunks(const DepthwiseGeometry& g, Accumulation sum) {
   // Rounding every partial sum fixes the summation order: one chunk (slow, as 16-bit
   // accumulation is only a numerics experiment).
-  if (sum == DepthwiseSum::storage) return 1;
+  if (sum == Accumulation::compute_dtype) return 1;
   const std::int64_t e_count = g.kernel_h * g.kernel_w * g.channels * g.multiplier;
   const std::int64_t rows = g.batch * g.out_h;
   std::int64_t chunks = (kFilterThreads + e_count - 1) / e_count;
@@ -274,7 +274,7 @@ std::int64_t depthwise_filter_chunks(const DepthwiseGeometry& g, DepthwiseSum su
 }
 
 void depthwise_backward_filters(DType dtype, const DepthwiseGeometry& g, const void* x,
-                                const void* dy, void* partials, void* dw, DepthwiseSum sum,
+                                const void* dy, void* partials, void* dw, Accumulation sum,
                                 cudaStream_t s) {
   const std::int64_t chunks = depthwise_filter_chunks(g, sum);
   const std::int64_t e_count = g.kernel_h * g.kernel_w * g.channels * g.multiplier;
@@ -282,7 +282,7 @@ void depthwise_backward_filters(DType dtype, const DepthwiseGeometry& g, const v
     auto* part = static_cast<compute_t<T>*>(partials);
     filter_partials_kernel<T><<<blocks_for(chunks * e_count), kThreads, 0, s>>>(
         g, static_cast<const T*>(x), static_cast<const T*>(dy), part, chunks,
-        sum == DepthwiseSum::storage);
+        sum == Accumulation::compute_dtype);
     check_launch("depthwise_conv2d backward filter (partials)");
     filter_finish_kernel<T>
         <<<blocks_for(e_count), kThreads, 0, s>>>(part, chunks, e_count, static_cast<T*>(dw));
