@@ -54,8 +54,8 @@ namespace {
 // reads a value back; the loss-scale state is read every kStuckScaleCheckSteps steps there.
 bool reads_are_cheap(const StepContext& ctx) { return !ctx.device.is_cuda(); }
 
-// The loss scale a step runs with, read before it for the CPU's stuck check; 0 where reading it
-// would synchronise with a GPU.
+// The loss scale a step runs with, read before it for the CPU's stuck check (loss_scale_stuck);
+// 0 where reading it would synchronise with a GPU.
 double scale_before_step(const StepContext& ctx) {
   return ctx.loss_scale && reads_are_cheap(ctx) ? ctx.loss_scale->loss_scale() : 0.0;
 }
@@ -86,8 +86,11 @@ bool loss_scale_stuck(StepContext& ctx, double scale_before) {
   return true;
 }
 
+// The stuck-scale error, naming where the model turns non-finite on this batch.
 [[noreturn]] void throw_stuck_scale(const StepContext& ctx, const StepBatch& batch,
-                                    StepPosition position, double scale) {
+                                    StepPosition position) {
+  // Stuck means a fixed scale, or a dynamic one at its floor of 1 (reading it syncs a GPU once).
+  const double scale = ctx.loss_scale->loss_scale();
   const std::string where = position.epoch > 0 ? "fit(), epoch " + std::to_string(position.epoch) +
                                                      ", step " + std::to_string(position.step)
                                                : std::string("train_on_batch()");
@@ -108,14 +111,12 @@ void train_step(StepContext& ctx, const Tensor& x, const Tensor& y, StepPosition
   const StepBatch batch = to_step_device(ctx, x, y);
   const Tensor y_pred = forward(ctx, batch.x);
   const Tensor loss = compute_loss(ctx, batch.y, y_pred);
-  const double scale = scale_before_step(ctx);
+  const double scale_before = scale_before_step(ctx);  // for loss_scale_stuck only
   const bool stepped = !ctx.variables->empty();
   if (stepped) optimizer_step(ctx, backward(ctx, loss));
   ctx.state.train_metrics.update(loss, batch.x.dim(0), batch.y, y_pred);
-  if (!stepped || !ctx.loss_scale || !loss_scale_stuck(ctx, scale)) return;
-  // The CPU read the scale before the step; a GPU's was read by the check that just fired.
-  throw_stuck_scale(ctx, batch, position,
-                    reads_are_cheap(ctx) ? scale : ctx.loss_scale->loss_scale());
+  if (!stepped || !ctx.loss_scale || !loss_scale_stuck(ctx, scale_before)) return;
+  throw_stuck_scale(ctx, batch, position);
 }
 
 }  // namespace mixprec::models
