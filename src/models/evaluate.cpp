@@ -51,7 +51,8 @@ namespace models {
 
 Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::Pipeline& data,
                                std::int64_t batch_size, CallbackList& callbacks) {
-  reset_metrics(state);
+  MetricState& counted = state.test_metrics;  // never fit()'s training metrics
+  counted.reset();
   NoGradScope no_grad;
   const data::Epoch epoch = data.dataset().batches(batch_size);
   // Batches on the model's device, prefetched by a producer thread on a GPU (data/prefetch.h).
@@ -62,17 +63,16 @@ Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::P
     for (std::int64_t i = 0; i < epoch.size(); ++i) {
       const data::Batch batch = batches.next();
       const Tensor y_pred = model(batch.x, CallOptions{.training = false});
-      state.loss_tracker.add(batch_loss(state, batch.y, y_pred), batch.x.dim(0));
-      for (metrics::Metric& m : state.metrics) m.update_state(batch.y, y_pred);
+      counted.update(batch_loss(state, batch.y, y_pred), batch.x.dim(0), batch.y, y_pred);
       // Read only when a callback looks (the progress bar: when it redraws).
-      callbacks.on_test_batch_end(
-          i, callbacks::Logs::lazy([&state] { return metric_results(state); }));
+      callbacks.on_test_batch_end(i,
+                                  callbacks::Logs::lazy([&counted] { return counted.results(); }));
     }
   } catch (...) {
     callbacks.interrupt();
     throw;
   }
-  Scores scores{metric_results(state)};
+  Scores scores{counted.results()};
   callbacks.on_test_end(callbacks::Logs(scores.values));
   return scores;
 }

@@ -19,6 +19,7 @@
 #include "models/callback_list.h"
 #include "models/fit_run.h"
 #include "models/step_timer.h"
+#include "models/train_step.h"
 #include "models/training_state.h"
 
 namespace mixprec {
@@ -110,7 +111,7 @@ std::int64_t steps_per_epoch(const Model& model, const FitOptions& o, std::int64
 // The logs of a batch or an epoch: the metrics, then the learning rate and loss-scaling state.
 callbacks::Logs::Values training_logs(const models::TrainingState& state,
                                       std::int64_t skipped_before) {
-  callbacks::Logs::Values values = models::metric_results(state);
+  callbacks::Logs::Values values = state.train_metrics.results();
   values.emplace_back(callbacks::log_names::learning_rate, state.optimizer.learning_rate());
   if (const auto& lso = state.loss_scale) {
     values.emplace_back(callbacks::log_names::loss_scale, lso->loss_scale());
@@ -145,7 +146,8 @@ class FitLoop {
         callbacks_(
             model, options.callbacks, verbose_, true,
             {.epochs = options.epochs, .initial_epoch = options.initial_epoch, .steps = steps_}),
-        prefetch_(data::prefetch_options_for(models::model_device(model))),
+        step_(model, state),
+        prefetch_(data::prefetch_options_for(step_.device)),
         timer_(prefetch_.device) {
     run_.loader = &loader_;
     run_.epoch = options.initial_epoch;
@@ -181,7 +183,7 @@ class FitLoop {
  private:
   void run_epoch(int e, std::int64_t first_step) {
     const Clock::time_point epoch_start = Clock::now();
-    models::reset_metrics(state_);
+    state_.train_metrics.reset();
     run_.epoch = e;
     run_.step = first_step;
     run_.loader_state_before = loader_.generator_state();
@@ -225,7 +227,7 @@ class FitLoop {
       // step_ms: the optimisation step itself (forward, backward, update, metrics), without
       // batch assembly or callbacks; on a GPU measured there with events (step_timer.h).
       timer_.step_started();
-      models::train_step(model_, state_, batch.x, batch.y, variables_, {e + 1, i + 1});
+      models::train_step(step_, batch.x, batch.y, {e + 1, i + 1});
       timer_.step_finished();
       run_.step = i + 1;
       // Read only when a callback looks (the progress bar: when it redraws).
@@ -240,7 +242,7 @@ class FitLoop {
     const Scores scores = models::evaluate_with_callbacks(model_, state_, *data_.validation,
                                                           options_.batch_size, callbacks_);
     callbacks_.set_steps(steps_);
-    // The training metrics were reset by evaluate; `logs` already holds them.
+    // evaluate counts into state_.test_metrics: the training metrics keep the epoch's values.
     for (const auto& [name, value] : scores.values) logs.emplace_back("val_" + name, value);
   }
 
@@ -252,11 +254,13 @@ class FitLoop {
   std::int64_t steps_;
   Verbosity verbose_;
   models::CallbackList callbacks_;
+  // The model's device, trainable variables (listed by the first step) and loss scaling, resolved
+  // once for the whole fit().
+  models::StepContext step_;
   data::PrefetchOptions prefetch_;
   models::StepTimer timer_;
   models::FitRun run_;
-  std::optional<std::vector<Tensor>> variables_;  // fetched by the first step, then reused
-  callbacks::Logs::Values last_logs_;             // of the last epoch that ended
+  callbacks::Logs::Values last_logs_;  // of the last epoch that ended
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The state behind mp::Model (and mp::Sequential): the functional graph in execution order and
-// the hooks that make a model a layer. Internal; the training loop (src/models/training*.cpp)
-// includes it to reach the graph and to keep its own state in `training`.
+// the hooks that make a model a layer. Internal; the training loop (src/models/training.cpp,
+// train_step.cpp, fit.cpp, evaluate.cpp) includes it to reach the graph and to keep its own state
+// in `training`.
 //
 // Forward pass for a training loop: forward(inputs, {.training = true}) (the same as the public
 // model(x, options)); variables: named_variables() / the handle's trainable_variables().

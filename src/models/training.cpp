@@ -1,20 +1,24 @@
-// compile(), the training step shared by fit() and train_on_batch(), and Scores.
+// compile() (its loss-scaling rule public as compile_optimizer), train_on_batch(), Scores, and the
+// pieces of training_state.h; the step itself is in train_step.cpp.
 #include <unistd.h>
 
-#include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "mixprec/autograd.h"
 #include "mixprec/error.h"
 #include "mixprec/logging.h"
+#include "mixprec/metrics.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/models/model.h"
 #include "mixprec/models/tensor_core_advice.h"
 #include "mixprec/ops.h"
 #include "mixprec/optimizers/rmsprop.h"
 #include "models/model_impl.h"
+#include "models/train_step.h"
 #include "models/training_state.h"
 
 namespace mixprec {
@@ -150,102 +154,31 @@ Tensor batch_loss(const TrainingState& state, const Tensor& y, const Tensor& y_p
   return loss;
 }
 
-void reset_metrics(TrainingState& state) {
-  state.loss_tracker.reset();
-  for (metrics::Metric& m : state.metrics) m.reset_state();
+void MetricState::reset() {
+  loss.reset();
+  for (metrics::Metric& m : metrics) m.reset_state();
 }
 
-std::vector<std::pair<std::string, double>> metric_results(const TrainingState& state) {
+void MetricState::update(const Tensor& batch_loss, std::int64_t samples, const Tensor& y,
+                         const Tensor& y_pred) {
+  NoGradScope no_grad;
+  loss.add(batch_loss, samples);
+  if (metrics.empty()) return;
+  const Tensor predictions = y_pred.detach();
+  for (metrics::Metric& m : metrics) m.update_state(y, predictions);
+}
+
+std::vector<std::pair<std::string, double>> MetricState::results() const {
   std::vector<std::pair<std::string, double>> out;
-  out.reserve(1 + state.metrics.size());
-  out.emplace_back("loss", state.loss_tracker.result());
-  for (const metrics::Metric& m : state.metrics) out.emplace_back(m.name(), m.result());
+  out.reserve(1 + metrics.size());
+  out.emplace_back("loss", loss.result());
+  for (const metrics::Metric& m : metrics) out.emplace_back(m.name(), m.result());
   return out;
 }
 
 Device model_device(const Model& model) {
   const std::vector<Tensor> variables = model.variables();
   return variables.empty() ? default_device() : variables.front().device();
-}
-
-void train_step(const Model& model, TrainingState& state, const Tensor& x_batch,
-                const Tensor& y_batch, std::optional<std::vector<Tensor>>& variables,
-                StepPosition position) {
-  // After the first step, the device comes from the variable list fit() keeps (no walk over
-  // the layers every step).
-  const Device device =
-      variables && !variables->empty() ? variables->front().device() : model_device(model);
-  const Tensor x = x_batch.to(device), y = y_batch.to(device);
-  const Tensor y_pred = model(x, CallOptions{.training = true});
-  if (!state.outputs_checked) check_output_dtypes(model, state);
-  // Frozen layers are not in this list, so no gradient is computed for them. Listed after the
-  // first call, which builds an unbuilt Sequential.
-  if (!variables) variables = model.trainable_variables();
-  const Tensor loss = batch_loss(state, y, y_pred);
-
-  // Host synchronisation rule (training_state.h, LossTracker): on a CUDA device nothing below
-  // reads a value back per step; the loss-scale state is read every kStuckScaleCheckSteps steps.
-  const bool on_gpu = device.is_cuda();
-  bool stepped = false;
-  double scale = 0.0;  // the loss scale this step ran with (CPU only: reading it syncs a GPU)
-  if (!variables->empty()) {
-    std::vector<Tensor> grads;
-    if (state.loss_scale) {
-      const mixed_precision::LossScaleOptimizer& lso = *state.loss_scale;
-      if (!on_gpu) scale = lso.loss_scale();
-      grads = lso.get_unscaled_gradients(grad(lso.get_scaled_loss(loss), *variables));
-    } else {
-      grads = grad(loss, *variables);
-    }
-    state.optimizer.apply_gradients(grads, *variables);
-    if (state.keep_last_gradients) state.last_gradients = grads;
-    stepped = true;
-  }
-
-  {
-    NoGradScope no_grad;
-    state.loss_tracker.add(loss, x.dim(0));
-    if (!state.metrics.empty()) {
-      const Tensor predictions = y_pred.detach();
-      for (metrics::Metric& m : state.metrics) m.update_state(y, predictions);
-    }
-  }
-
-  if (!stepped || !state.loss_scale) return;
-  // Halving cannot help once a dynamic scale is at 1, nor ever for a fixed scale: a run of
-  // skipped steps there means training makes no progress.
-  const mixed_precision::LossScaleOptimizer& lso = *state.loss_scale;
-  if (on_gpu) {
-    // The GPU keeps the count of consecutive skipped steps itself; read it (and the scale) every
-    // kStuckScaleCheckSteps steps. A dynamic scale halves on each skipped step, so a run of
-    // kStuckScaleSteps skips that ends at scale 1 includes the ~15 halvings from 2^15: the error
-    // may come up to that many steps sooner than on the CPU, and up to kStuckScaleCheckSteps later.
-    if (++state.steps_since_scale_check < kStuckScaleCheckSteps) return;
-    state.steps_since_scale_check = 0;
-    scale = lso.loss_scale();
-    if (lso.consecutive_skipped_steps() < kStuckScaleSteps || !(scale <= 1.0 || !lso.dynamic())) {
-      return;
-    }
-  } else {
-    if (!(lso.last_step_skipped() && (scale <= 1.0 || !lso.dynamic()))) {
-      state.skipped_at_floor = 0;
-      return;
-    }
-    if (++state.skipped_at_floor < kStuckScaleSteps) return;
-    state.skipped_at_floor = 0;
-  }
-  const std::string where = position.epoch > 0 ? "fit(), epoch " + std::to_string(position.epoch) +
-                                                     ", step " + std::to_string(position.step)
-                                               : std::string("train_on_batch()");
-  char scale_text[32];
-  std::snprintf(scale_text, sizeof scale_text, "%.0f", scale);
-  const std::string stuck =
-      scale <= 1.0 ? std::string("the loss scale has been 1")
-                   : "the fixed loss scale of " + std::string(scale_text) + " has been in place";
-  throw Error("model '" + model.name() + "': " + where + ": " + stuck + " for " +
-              std::to_string(kStuckScaleSteps) +
-              " consecutive steps and every one had Inf/NaN gradients, so no step was applied; " +
-              diagnose_non_finite(model, state, x, y));
 }
 
 }  // namespace models
@@ -263,52 +196,82 @@ void warn_about_tensor_cores(const Model& model) {
   for (const TensorCoreAdvice& a : advice) message += "\n  " + a.to_string();
   log(LogLevel::warning, message);
 }
-}  // namespace
 
-void Model::compile(CompileOptions options) {
-  auto state = std::make_shared<models::TrainingState>();
-  state->options = options;
-
-  if (std::holds_alternative<std::string>(options.loss)) {
-    state->loss = losses::get(std::get<std::string>(options.loss));
-  } else {
-    state->loss = std::get<losses::Loss>(options.loss);
-    if (!state->loss.defined()) {
-      throw ValueError("model '" + name() + "': compile() got an undefined Loss; pass a name " +
-                       "(\"sparse_categorical_crossentropy\") or a loss object");
-    }
+losses::Loss compiled_loss(const Model& model, const CompileOptions& options) {
+  if (const auto* name = std::get_if<std::string>(&options.loss)) return losses::get(*name);
+  const losses::Loss loss = std::get<losses::Loss>(options.loss);
+  if (!loss.defined()) {
+    throw ValueError("model '" + model.name() + "': compile() got an undefined Loss; pass a " +
+                     "name (\"sparse_categorical_crossentropy\") or a loss object");
   }
+  return loss;
+}
 
+// A metric of the same kind, name and options as `m` with a state of its own (evaluate()'s
+// counterpart of a Metric object given to compile()). Every metric the public API makes has a
+// config; one without (an internal MetricImpl) or of a kind not listed here is shared instead.
+metrics::Metric with_own_state(const metrics::Metric& m) {
+  const std::optional<metrics::Metric::Config>& c = m.get_config();
+  if (!c) return m;
+  const metrics::MetricOptions named{.name = c->name};
+  if (c->class_name == "Accuracy") return metrics::Accuracy(named);
+  if (c->class_name == "SparseCategoricalAccuracy")
+    return metrics::SparseCategoricalAccuracy(named);
+  if (c->class_name == "CategoricalAccuracy") return metrics::CategoricalAccuracy(named);
+  if (c->class_name == "Mean") return metrics::Mean(named);
+  if (c->class_name == "BinaryAccuracy") {
+    return metrics::BinaryAccuracy({.name = c->name, .threshold = c->threshold});
+  }
+  return m;
+}
+
+// The metrics of compile(): the training ones (the Metric objects given, so the caller's handle
+// reads the training value; names resolved by the loss) and evaluate()'s, of the same kinds and
+// names but with their own state. ValueError for an undefined metric or a repeated name.
+void compile_metrics(const Model& model, const CompileOptions& options,
+                     models::TrainingState& state) {
   std::vector<std::string> names{"loss"};
   for (std::size_t i = 0; i < options.metrics.size(); ++i) {
-    auto& entry = options.metrics[i];
-    metrics::Metric m = std::holds_alternative<std::string>(entry)
-                            ? metrics::get(std::get<std::string>(entry), state->loss.name())
-                            : std::get<metrics::Metric>(entry);
+    const auto& entry = options.metrics[i];
+    const auto* metric_name = std::get_if<std::string>(&entry);
+    metrics::Metric m = metric_name ? metrics::get(*metric_name, state.loss.name())
+                                    : std::get<metrics::Metric>(entry);
     if (!m.defined()) {
-      throw ValueError("model '" + name() + "': compile() metric " + std::to_string(i) +
+      throw ValueError("model '" + model.name() + "': compile() metric " + std::to_string(i) +
                        " is an undefined Metric; pass a name (\"accuracy\") or a metric object");
     }
     for (const std::string& n : names) {
       if (n == m.name()) {
-        throw ValueError("model '" + name() + "': compile() got two metrics named '" + n +
+        throw ValueError("model '" + model.name() + "': compile() got two metrics named '" + n +
                          "' (\"loss\" is taken by the loss); give one a different name");
       }
     }
     names.push_back(m.name());
-    state->metrics.push_back(std::move(m));
+    state.test_metrics.metrics.push_back(metric_name ? metrics::get(*metric_name, state.loss.name())
+                                                     : with_own_state(m));
+    state.train_metrics.metrics.push_back(std::move(m));
   }
+}
+}  // namespace
 
-  optimizers::Optimizer optimizer =
-      options.optimizer.defined() ? options.optimizer : optimizers::RMSprop();
+optimizers::Optimizer compile_optimizer(const Model& model, optimizers::Optimizer optimizer) {
+  if (!optimizer.defined()) optimizer = optimizers::RMSprop();
   // Keras: under mixed_float16 small gradients underflow in float16 without loss scaling, so
   // compile() wraps the optimizer; mixed_bfloat16 has float32's exponent range and needs none.
-  if (models::uses_policy(*this, "mixed_float16") &&
+  if (models::uses_policy(model, "mixed_float16") &&
       !mixed_precision::as_loss_scale_optimizer(optimizer)) {
     optimizer = mixed_precision::LossScaleOptimizer(optimizer);
   }
-  state->optimizer = optimizer;
-  state->loss_scale = mixed_precision::as_loss_scale_optimizer(optimizer);
+  return optimizer;
+}
+
+void Model::compile(CompileOptions options) {
+  auto state = std::make_shared<models::TrainingState>();
+  state->options = options;
+  state->loss = compiled_loss(*this, options);
+  compile_metrics(*this, options, *state);
+  state->optimizer = compile_optimizer(*this, options.optimizer);
+  state->loss_scale = mixed_precision::as_loss_scale_optimizer(state->optimizer);
   state->mixed_policy = models::uses_mixed_policy(*this);
 
   model_impl().training = state;
@@ -325,10 +288,10 @@ Scores Model::train_on_batch(const Tensor& x, const Tensor& y) {
   models::TrainingState& state = models::require_compiled(*this, "train_on_batch");
   models::check_samples(x, y, "train_on_batch");
   // Keras resets the metrics so that the result describes this batch alone.
-  models::reset_metrics(state);
-  std::optional<std::vector<Tensor>> variables;
-  models::train_step(*this, state, x, y, variables, {});
-  return Scores{models::metric_results(state)};
+  state.train_metrics.reset();
+  models::StepContext step(*this, state);
+  models::train_step(step, x, y, {});
+  return Scores{state.train_metrics.results()};
 }
 
 }  // namespace mixprec

@@ -1,6 +1,6 @@
 // The training loop's state (ModelImpl::training, set by compile()) and the pieces that
 // fit(), evaluate(), predict() and train_on_batch() share (src/models/training.cpp, fit.cpp,
-// evaluate.cpp, nonfinite_diagnosis.cpp).
+// evaluate.cpp, train_step.cpp, nonfinite_diagnosis.cpp). The step itself: train_step.h.
 #pragma once
 
 #include <cstdint>
@@ -68,6 +68,22 @@ struct LossTracker {
   }
 };
 
+// The running loss and metrics of one kind of pass. fit()'s training batches (and
+// train_on_batch()) count into TrainingState::train_metrics, evaluate() (fit()'s validation
+// included) into TrainingState::test_metrics: each pass resets and fills only its own, so a
+// validation pass at the end of an epoch leaves the epoch's training values as they were.
+struct MetricState {
+  LossTracker loss;
+  std::vector<metrics::Metric> metrics;  // compile order
+
+  void reset();
+  // One batch of `samples` samples: `loss` (the batch mean, a float32 scalar) weighted by them, and
+  // (y, y_pred) into every metric, recording no autograd graph.
+  void update(const Tensor& loss, std::int64_t samples, const Tensor& y, const Tensor& y_pred);
+  // "loss" then each metric, in compile order (reads device accumulators: a GPU sync).
+  std::vector<std::pair<std::string, double>> results() const;
+};
+
 struct TrainingState {
   // What compile() was given, as given (loss and metric names stay names), for the saved compile
   // settings (compile_config_to_json, include/mixprec/models/model_config.h).
@@ -76,10 +92,13 @@ struct TrainingState {
   // The same optimizer seen as a LossScaleOptimizer, when it is one (loss scaling on).
   std::optional<mixed_precision::LossScaleOptimizer> loss_scale;
   losses::Loss loss;
-  LossTracker loss_tracker;
-  std::vector<metrics::Metric> metrics;  // compile order
-  bool mixed_policy = false;             // the model or one of its layers uses a mixed_* policy
-  bool outputs_checked = false;          // the output-dtype warning ran (deferred when unbuilt)
+  // fit()'s training epochs and train_on_batch(): the Metric objects compile() was given (so a
+  // caller's own handle reads the training value), and the metrics it made from names.
+  MetricState train_metrics;
+  // evaluate() and fit()'s validation: metrics of the same kinds and names with their own state.
+  MetricState test_metrics;
+  bool mixed_policy = false;     // the model or one of its layers uses a mixed_* policy
+  bool outputs_checked = false;  // the output-dtype warning ran (deferred when unbuilt)
   // Consecutive skipped steps at a scale that cannot go lower (1, or a fixed scale); CPU only.
   std::int64_t skipped_at_floor = 0;
   // CUDA: steps since the loss-scale state was last read back (see kStuckScaleCheckSteps).
@@ -100,7 +119,8 @@ struct StepPosition {
 TrainingState& require_compiled(const Model& model, const char* what);
 
 // Where the model computes: the device of its variables (all on one), else the default device.
-// Batches come from CPU datasets and are moved there before each step.
+// Batches come from CPU datasets and are moved there once (by the prefetcher, or by
+// to_step_device in train_step.h).
 Device model_device(const Model& model);
 
 // Verbosity::automatic -> progress_bar when stdout is a terminal, else one_line_per_epoch.
@@ -116,26 +136,15 @@ void check_output_dtypes(const Model& model, TrainingState& state);
 // anything with more than one element is a ValueError).
 Tensor batch_loss(const TrainingState& state, const Tensor& y, const Tensor& y_pred);
 
-// One optimisation step on (x, y): forward with training = true, float32 loss, gradients of
-// `variables` (trainable_variables(), fetched on the first call because a Sequential is only
-// built by its first forward), scaled and unscaled when loss scaling is on, apply_gradients,
-// then the loss tracker and the metrics. Throws mixprec::Error (diagnose_non_finite) after
-// kStuckScaleSteps consecutive skipped steps at a scale that cannot go lower.
-void train_step(const Model& model, TrainingState& state, const Tensor& x, const Tensor& y,
-                std::optional<std::vector<Tensor>>& variables, StepPosition position);
-
 // ValueError (one line, naming both shapes) unless x and y are defined, have a sample axis and
 // the same number of samples > 0. `what`: "fit", "evaluate", ...
 void check_samples(const Tensor& x, const Tensor& y, const char* what);
 
-void reset_metrics(TrainingState& state);
-
 class CallbackList;
-// evaluate() on `data` with the callbacks' test hooks (fit()'s validation passes fit's list).
+// evaluate() on `data` with the callbacks' test hooks (fit()'s validation passes fit's list), in
+// state.test_metrics.
 Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::Pipeline& data,
                                std::int64_t batch_size, CallbackList& callbacks);
-// "loss" then each metric, in compile order.
-std::vector<std::pair<std::string, double>> metric_results(const TrainingState& state);
 
 // The stuck-scale error's diagnosis on the offending batch: runs the model layer by layer and
 // names the first layer whose output has Inf/NaN; when every output is finite, the place where

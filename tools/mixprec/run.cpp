@@ -149,10 +149,8 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
       // --save: architecture, weights and compile settings (mixprec evaluate/predict load it).
       if (!config.save_dir.empty()) model.save(config.save_dir);
     } else {
-      // As compile() does: dynamic loss scaling exactly when the policy computes in float16.
-      if (policy.compute_dtype() == DType::float16) {
-        optimizer = mixed_precision::LossScaleOptimizer(optimizer);
-      }
+      // compile()'s rule, so both loops train alike: dynamic loss scaling under mixed_float16.
+      optimizer = compile_optimizer(model, optimizer);
       const Verbosity verbose =
           config.verbose == Verbosity::silent ? Verbosity::silent : Verbosity::one_line_per_epoch;
       result.history = custom_training_loop(model, optimizer, train,

@@ -81,9 +81,15 @@ class Model : public layers::Layer {
   // Sets the optimizer (default RMSprop()), the loss (a name or a Loss; always computed in
   // float32) and the metrics (names, "accuracy" resolved by the loss, or Metric objects; two with
   // one name are a ValueError). When the model or any of its layers uses mixed_float16 the
-  // optimizer is wrapped in a dynamic LossScaleOptimizer unless it already is one (Keras). Under
-  // a mixed policy, warns once per output that is not float32 (the seed's "softmax in float16"
-  // mistake); an unbuilt Sequential is checked at its first training step.
+  // optimizer is wrapped in a dynamic LossScaleOptimizer unless it already is one (Keras; the
+  // rule is compile_optimizer() below). Under a mixed policy, warns once per output that is not
+  // float32 (the seed's "softmax in float16" mistake); an unbuilt Sequential is checked at its
+  // first training step.
+  //
+  // Metric state: fit()'s training epochs and train_on_batch() count into the Metric objects
+  // given here (a caller's own handle reads the training value); evaluate(), fit()'s validation
+  // included, counts into metrics of the same kinds and names with a state of their own, so a
+  // validation pass never resets or mixes into the training values.
   void compile(CompileOptions options = {});
   // Trains on x (features, first axis = samples) and y (targets). Throws ValueError before any
   // work when the model is not compiled, batch_size <= 0, epochs < 0, x/y sample counts differ
@@ -151,6 +157,12 @@ class Model : public layers::Layer {
  protected:
   explicit Model(std::shared_ptr<models::ModelImpl> impl);
 };
+
+// compile()'s optimizer rule, for a custom training loop that wants what fit() gets: `optimizer`
+// (RMSprop() when undefined), wrapped in a dynamic mixed_precision::LossScaleOptimizer when
+// `model` or any of its layers uses the mixed_float16 policy and it is not one already (Keras:
+// mixed_bfloat16 and float16 get no loss scaling); otherwise `optimizer` itself.
+optimizers::Optimizer compile_optimizer(const Model& model, optimizers::Optimizer optimizer = {});
 
 }  // namespace mixprec
 
