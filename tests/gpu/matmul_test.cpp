@@ -221,7 +221,7 @@ TEST(GpuMatmulTest, OneWorkspacePerDevice) {
         const Tensor a = on_gpu(operand({n, 512}, dtype, 13)),
                      b = on_gpu(operand({512, n}, dtype, 14));
         cuda::matmul(a, b, Transpose::no, Transpose::no);
-        cuda::matmul_epilogue(a, b, Transpose::no, Transpose::no, dtype, cuda::Epilogue::bias_grad);
+        cuda::matmul_epilogue(a, b, Transpose::no, Transpose::no, dtype, Epilogue::bias_grad);
       }
     }
   };
