@@ -40,31 +40,23 @@ inline constexpr std::int64_t kStuckScaleCheckSteps = 50;
 // back to the host. The loss is summed into a float64 device scalar here (the batch size is a
 // host number), the metrics count on the device (src/metrics/metric_impl.h), the loss-scale
 // state is read every kStuckScaleCheckSteps steps, and the progress output reads values only when
-// it redraws (at most ~10 times a second) and at the end of an epoch. On the CPU every read is a
-// plain memory access and happens every step, as before.
+// it redraws (at most ~10 times a second) and at the end of an epoch. The same code runs on the
+// CPU, where each of those reads is a plain memory access.
 struct LossTracker {
-  double total = 0.0;
   double count = 0.0;
-  Tensor device_total;  // float64 scalar on the GPU of the losses; undefined on the CPU
+  Tensor total;  // float64 scalar on the losses' device, undefined until the first batch
 
+  // Stream-ordered on a GPU: (loss as float64) * batch added to the running sum on the device.
   void add(const Tensor& loss, std::int64_t batch) {
     count += static_cast<double>(batch);
-    if (loss.device().is_cuda()) {
-      // Stream-ordered: (loss as float64) * batch added to the running sum, all on the GPU.
-      const Tensor weighted = mul(loss.to(DType::float64), static_cast<double>(batch));
-      device_total = device_total.defined() ? mixprec::add(device_total, weighted) : weighted;
-      return;
-    }
-    total += loss.item() * static_cast<double>(batch);
+    const Tensor weighted = mul(loss.to(DType::float64), static_cast<double>(batch));
+    total = total.defined() ? mixprec::add(total, weighted) : weighted;
   }
-  // Reads the device sum when there is one (waits for the GPU).
-  double result() const {
-    if (count <= 0.0) return 0.0;
-    return (total + (device_total.defined() ? device_total.item() : 0.0)) / count;
-  }
+  // Reads the sum (on a GPU: waits for it).
+  double result() const { return count <= 0.0 || !total.defined() ? 0.0 : total.item() / count; }
   void reset() {
-    total = count = 0.0;
-    device_total = Tensor();
+    count = 0.0;
+    total = Tensor();
   }
 };
 
