@@ -1,7 +1,9 @@
 // The optimizer family (keras.optimizers): the Optimizer handle, SGD, Adam, AdamW, RMSprop and the
-// learning-rate schedules. LossScaleOptimizer lives in mixprec/mixed_precision/.
+// learning-rate schedules, and LossScaleOptimizer (declared in mixprec/mixed_precision/, its Keras
+// home, and also named mixprec::optimizers::LossScaleOptimizer as in keras.optimizers).
 #pragma once
 
+#include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/optimizers/adam.h"
 #include "mixprec/optimizers/optimizer.h"
 #include "mixprec/optimizers/rmsprop.h"

@@ -1,10 +1,11 @@
-// Adam and AdamW: the formulas are in mixprec/optimizers/adam.h, the loop in cpu::adam_update.
+// Adam and AdamW: the formulas are in mixprec/optimizers/adam.h, the update rule in
+// update_constants.h.
 #include "mixprec/optimizers/adam.h"
 
 #include <cmath>
 
 #include "optimizers/optimizer_impl.h"
-#include "optimizers/step_constants.h"
+#include "optimizers/update_constants.h"
 
 namespace mixprec::optimizers {
 
@@ -32,19 +33,14 @@ class AdamImpl final : public detail::SlotOptimizer {
 
  protected:
   std::vector<std::string> slot_names() const override { return {"momentum", "velocity"}; }
-  void begin_step(double learning_rate, std::int64_t iteration) override {
-    step_ = detail::adam_step(learning_rate, iteration, config_.beta_1, config_.beta_2,
-                              config_.epsilon, config_.weight_decay);
-  }
-  cuda::DeviceUpdate device_update() const override { return cuda::device_update(step_); }
-  void update(const detail::UpdateArgs& a) override {
-    cpu::adam_update(a.variable, a.gradient, a.slots[0], a.slots[1], a.numel, a.transform, step_);
+  kernel_math::UpdateRule update_rule(double learning_rate, std::int64_t iteration) const override {
+    return detail::adam_rule(learning_rate, iteration, config_.beta_1, config_.beta_2,
+                             config_.epsilon, config_.weight_decay);
   }
 
  private:
   std::string name_;
   AdamConfig config_;
-  cpu::AdamStep step_;
 };
 
 }  // namespace

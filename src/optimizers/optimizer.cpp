@@ -8,6 +8,8 @@
 #include <string>
 #include <unordered_set>
 
+#include "backend/backend.h"
+#include "backend/training_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
@@ -238,34 +240,27 @@ void SlotOptimizer::build(const std::vector<Tensor>& variables) {
   entries_for(variables);
 }
 
-void SlotOptimizer::skip_step(const std::vector<Tensor>& grads,
-                              const std::vector<Tensor>& variables) {
+void SlotOptimizer::apply_gradients(const std::vector<Tensor>& grads,
+                                    const std::vector<Tensor>& variables) {
   check_arguments(grads, variables);
-  entries_for(variables);
-  ++iterations_;
+  step(grads, variables, Tensor());
 }
 
 void SlotOptimizer::apply_gradients_unless_found_inf(const std::vector<Tensor>& grads,
                                                      const std::vector<Tensor>& variables,
-                                                     const int* found_inf) {
+                                                     const Tensor& found_inf) {
   check_arguments(grads, variables);
-  if (!variables.empty() && variables[0].device().is_cpu()) {
-    throw DeviceError(std::string(display_name_) +
-                      ": the device-side skip flag applies to CUDA variables; these are on the "
-                      "CPU (use apply_gradients or skip_step)");
-  }
-  apply_on_device(grads, variables, found_inf);
+  step(grads, variables, found_inf);
 }
 
-std::vector<float> SlotOptimizer::clip_scales(const std::vector<Tensor>& g32) const {
+std::vector<float> SlotOptimizer::clip_scales(Device device, const std::vector<Tensor>& g32) const {
+  // Clipping becomes a per-variable factor applied inside the fused update, so the gradients are
+  // read once more at most (for their norms) and never rewritten. Keras's g * c / max(norm, c) is
+  // g * min(1, c / norm). On a GPU the norms are read back: clipping by norm synchronises once a
+  // step.
   std::vector<float> scales(g32.size(), 1.0f);
   if (!clip_.clipnorm && !clip_.global_clipnorm) return scales;
-  Device device = Device::cpu();
-  for (const Tensor& g : g32) {
-    if (g.defined()) device = g.device();
-  }
-  // The norms are summed on the device and read back: clipping by norm synchronises once a step.
-  const std::vector<double> sums = cuda::sums_of_squares(device, g32);
+  const std::vector<double> sums = backend_for(device).training->sums_of_squares(device, g32);
   if (clip_.clipnorm) {
     const double c = *clip_.clipnorm;
     for (std::size_t i = 0; i < g32.size(); ++i) {
@@ -281,8 +276,8 @@ std::vector<float> SlotOptimizer::clip_scales(const std::vector<Tensor>& g32) co
   return scales;
 }
 
-void SlotOptimizer::apply_on_device(const std::vector<Tensor>& grads,
-                                    const std::vector<Tensor>& variables, const int* found_inf) {
+void SlotOptimizer::step(const std::vector<Tensor>& grads, const std::vector<Tensor>& variables,
+                         const Tensor& found_inf) {
   NoGradScope no_grad;
   const std::vector<std::size_t> indices = entries_for(variables);
   const std::size_t count = variables.size();
@@ -290,91 +285,30 @@ void SlotOptimizer::apply_on_device(const std::vector<Tensor>& grads,
     ++iterations_;
     return;
   }
-  // Contiguous float32 gradients (16-bit ones converted on the device; enqueued only).
+  const Device device = variables[0].device();
+  // Contiguous float32 gradients (16-bit and float64 ones converted once; enqueued on a GPU).
   std::vector<Tensor> g32(count);
   for (std::size_t i = 0; i < count; ++i) {
     if (grads[i].defined()) g32[i] = grads[i].detach().to(DType::float32).contiguous();
   }
-  const std::vector<float> scales = clip_scales(g32);
-  begin_step(learning_rate_(iterations_), iterations_);
-  cuda::DeviceUpdate update = device_update();
-  if (clip_.clipvalue) update.constants.clip_limit = static_cast<float>(*clip_.clipvalue);
-  std::vector<cuda::UpdateTensors> list;
+  const std::vector<float> scales = clip_scales(device, g32);
+  kernel_math::UpdateRule rule = update_rule(learning_rate_(iterations_), iterations_);
+  if (clip_.clipvalue) rule.constants.clip_limit = static_cast<float>(*clip_.clipvalue);
+  std::vector<UpdateOperand> operands;
+  operands.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
     if (!g32[i].defined()) continue;
-    Entry& entry = entries_[indices[i]];
-    Tensor variable = variables[i];
-    cuda::UpdateTensors t;
-    t.variable = static_cast<float*>(variable.data_ptr());
-    t.gradient = static_cast<const float*>(g32[i].data_ptr());
-    t.numel = variable.numel();
-    t.clip_scale = scales[i];
-    for (std::size_t k = 0; k < entry.slots.size() && k < 3; ++k) {
-      t.slots[k] = static_cast<float*>(entry.slots[k].data_ptr());
+    const Entry& entry = entries_[indices[i]];
+    UpdateOperand op{
+        .variable = variables[i], .gradient = g32[i], .clip_scale = scales[i], .slots = {}};
+    for (std::size_t k = 0; k < entry.slots.size() && k < op.slots.size(); ++k) {
+      op.slots[k] = entry.slots[k];
     }
-    list.push_back(t);
+    operands.push_back(std::move(op));
   }
-  // Temporaries (g32) may be freed when this returns: the caching allocator reuses their blocks
-  // only for work queued later on the same stream.
-  cuda::multi_tensor_update(variables[0].device(), update, list, found_inf);
-  ++iterations_;
-}
-
-void SlotOptimizer::apply_gradients(const std::vector<Tensor>& grads,
-                                    const std::vector<Tensor>& variables) {
-  check_arguments(grads, variables);
-  if (!variables.empty() && variables[0].device().is_cuda()) {
-    apply_on_device(grads, variables, nullptr);
-    return;
-  }
-  NoGradScope no_grad;
-  const std::vector<std::size_t> indices = entries_for(variables);
-  const std::size_t count = variables.size();
-
-  // The gradients as contiguous float32 (16-bit and float64 ones converted once).
-  std::vector<Tensor> g32(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (!grads[i].defined()) continue;
-    g32[i] = grads[i].detach().to(DType::float32).contiguous();
-  }
-
-  // Clipping becomes a per-variable transform applied inside the fused update, so the gradients
-  // are read once more at most (for their norms) and never rewritten. Keras's
-  // g * c / max(norm, c) is g * min(1, c / norm).
-  std::vector<cpu::GradientTransform> transforms(count);
-  if (clip_.clipvalue) {
-    for (auto& t : transforms) t.limit = static_cast<float>(*clip_.clipvalue);
-  } else if (clip_.clipnorm) {
-    const double c = *clip_.clipnorm;
-    for (std::size_t i = 0; i < count; ++i) {
-      if (!g32[i].defined()) continue;
-      const double norm = std::sqrt(cpu::sum_of_squares(g32[i].data<float>(), g32[i].numel()));
-      transforms[i].scale = static_cast<float>(c / std::max(norm, c));
-    }
-  } else if (clip_.global_clipnorm) {
-    const double c = *clip_.global_clipnorm;
-    double total = 0.0;
-    for (const Tensor& g : g32) {
-      if (g.defined()) total += cpu::sum_of_squares(g.data<float>(), g.numel());
-    }
-    const float scale = static_cast<float>(c / std::max(std::sqrt(total), c));
-    for (auto& t : transforms) t.scale = scale;
-  }
-
-  begin_step(learning_rate_(iterations_), iterations_);
-  std::vector<float*> slot_pointers;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (!g32[i].defined()) continue;
-    Entry& entry = entries_[indices[i]];
-    slot_pointers.clear();
-    for (Tensor& s : entry.slots) slot_pointers.push_back(s.data<float>());
-    Tensor variable = variables[i];
-    update({.variable = variable.data<float>(),
-            .gradient = g32[i].data<float>(),
-            .numel = variable.numel(),
-            .transform = transforms[i],
-            .slots = slot_pointers});
-  }
+  // On a GPU the temporaries (g32) may be freed when this returns: the caching allocator reuses
+  // their blocks only for work queued later on the same stream.
+  backend_for(device).training->multi_tensor_update(rule, operands, found_inf);
   ++iterations_;
 }
 

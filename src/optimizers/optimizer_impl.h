@@ -1,8 +1,9 @@
 // Behind the Optimizer handle. OptimizerImpl is the interface every optimizer implements
 // (LossScaleOptimizer included); SlotOptimizer is the shared machinery of SGD, Adam, AdamW and
 // RMSprop: argument checks, the slot registry, gradient preparation and clipping, the iteration
-// count. A concrete optimizer supplies its slot names, one fused update per variable (CPU) and the
-// formula and constants of the multi-tensor update (CUDA: backend/cuda/optimizers.h).
+// count. A concrete optimizer supplies its slot names and its update rule (the formula and its
+// per-step constants, update_constants.h); every device runs it through
+// backend_for(device).training->multi_tensor_update.
 #pragma once
 
 #include <any>
@@ -14,8 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/cpu/optimizer_kernels.h"
-#include "backend/cuda/optimizers.h"
+#include "backend/kernel_math/training.h"
 #include "mixprec/optimizers/optimizer.h"
 
 namespace mixprec::optimizers::detail {
@@ -30,17 +30,14 @@ class OptimizerImpl {
   virtual std::string name() const = 0;
   virtual void apply_gradients(const std::vector<Tensor>& grads,
                                const std::vector<Tensor>& variables) = 0;
-  // A step that updates nothing (LossScaleOptimizer on non-finite gradients): checks the
-  // arguments, creates slots for new variables, advances the iteration count.
-  virtual void skip_step(const std::vector<Tensor>& grads,
-                         const std::vector<Tensor>& variables) = 0;
-  // The step of a LossScaleOptimizer on CUDA variables: the update kernels read *found_inf (a
-  // device int) and leave variables and slots untouched when it is non-zero; iterations advance
-  // either way, as skip_step does. Enqueues only (except clipping by norm, which reads the norms
-  // back). Throws DeviceError for CPU variables.
+  // The step of a LossScaleOptimizer, on every device: the update reads found_inf (a 0-d int32
+  // tensor on the variables' device, found_inf_view of the loss-scale state; host memory on the
+  // CPU) when it runs and leaves variables and slots untouched when it is non-zero; slots are
+  // created and the iteration count advances either way. On a GPU this enqueues only (except
+  // clipping by norm, which reads the norms back).
   virtual void apply_gradients_unless_found_inf(const std::vector<Tensor>& grads,
                                                 const std::vector<Tensor>& variables,
-                                                const int* found_inf) = 0;
+                                                const Tensor& found_inf) = 0;
   virtual void build(const std::vector<Tensor>& variables) = 0;
   // Throws (as apply_gradients would) when the arguments are invalid.
   virtual void check_arguments(const std::vector<Tensor>& grads,
@@ -60,24 +57,13 @@ struct ClipOptions {
   std::optional<double> global_clipnorm;
 };
 
-// What one variable's update gets: n float32 elements of the variable and its gradient, the
-// gradient transform (clipping) and the variable's slots in slot_names() order.
-struct UpdateArgs {
-  float* variable = nullptr;
-  const float* gradient = nullptr;
-  std::int64_t numel = 0;
-  cpu::GradientTransform transform;
-  std::span<float* const> slots;
-};
-
 class SlotOptimizer : public OptimizerImpl {
  public:
   void apply_gradients(const std::vector<Tensor>& grads,
                        const std::vector<Tensor>& variables) override;
-  void skip_step(const std::vector<Tensor>& grads, const std::vector<Tensor>& variables) override;
   void apply_gradients_unless_found_inf(const std::vector<Tensor>& grads,
                                         const std::vector<Tensor>& variables,
-                                        const int* found_inf) override;
+                                        const Tensor& found_inf) override;
   void build(const std::vector<Tensor>& variables) override;
   void check_arguments(const std::vector<Tensor>& grads,
                        const std::vector<Tensor>& variables) const override;
@@ -94,15 +80,13 @@ class SlotOptimizer : public OptimizerImpl {
   // Validates the clip options (ValueError naming `display_name`, e.g. "SGD").
   SlotOptimizer(const char* display_name, LearningRate learning_rate, ClipOptions clip);
 
-  // Slot names in the order the update receives them ("momentum", "velocity", ...).
+  // Slot names in the order the update receives them ("momentum", "velocity", ...): the slot
+  // layout of the rule's kernel_math::UpdateKind.
   virtual std::vector<std::string> slot_names() const = 0;
-  // Called once per step before the updates, with the step's learning rate and the iteration
-  // count before the step (Adam's bias corrections depend on it).
-  virtual void begin_step(double learning_rate, std::int64_t iteration) = 0;
-  virtual void update(const UpdateArgs& args) = 0;
-  // The multi-tensor update of CUDA variables with the constants of the last begin_step (the
-  // clip limit is filled in by SlotOptimizer).
-  virtual cuda::DeviceUpdate device_update() const = 0;
+  // The step's update rule, from the step's learning rate and the iteration count before the step
+  // (Adam's bias corrections depend on it); the clip limit is filled in by SlotOptimizer.
+  virtual kernel_math::UpdateRule update_rule(double learning_rate,
+                                              std::int64_t iteration) const = 0;
 
   const char* display_name() const { return display_name_; }
 
@@ -121,12 +105,14 @@ class SlotOptimizer : public OptimizerImpl {
   std::size_t entry_for(const Tensor& variable);
   // Moves the entry's slots to `device` where they are elsewhere (restored host copies).
   static void place_slots(Entry& entry, Device device);
-  // The CUDA step: one multi-tensor update of every variable with a gradient (no host
-  // synchronisation unless clipping by norm); found_inf may be null.
-  void apply_on_device(const std::vector<Tensor>& grads, const std::vector<Tensor>& variables,
-                       const int* found_inf);
-  // Per-variable clipping factors (clipnorm, global_clipnorm) of float32 gradients; 1 otherwise.
-  std::vector<float> clip_scales(const std::vector<Tensor>& g32) const;
+  // The step on every device: the gradients prepared (float32, contiguous), their clipping factors,
+  // then one multi-tensor update of every variable with a gradient (no host synchronisation on a
+  // GPU unless clipping by norm); found_inf may be undefined (never skip).
+  void step(const std::vector<Tensor>& grads, const std::vector<Tensor>& variables,
+            const Tensor& found_inf);
+  // Per-variable clipping factors (clipnorm, global_clipnorm) of float32 gradients on `device`;
+  // 1 otherwise.
+  std::vector<float> clip_scales(Device device, const std::vector<Tensor>& g32) const;
 
   const char* display_name_;
   LearningRate learning_rate_;

@@ -1,11 +1,11 @@
 // RMSprop (Keras 3 form, epsilon inside the square root): the formulas are in
-// mixprec/optimizers/rmsprop.h, the loop in cpu::rmsprop_update.
+// mixprec/optimizers/rmsprop.h, the update rule in update_constants.h.
 #include "mixprec/optimizers/rmsprop.h"
 
 #include <cmath>
 
 #include "optimizers/optimizer_impl.h"
-#include "optimizers/step_constants.h"
+#include "optimizers/update_constants.h"
 
 namespace mixprec::optimizers {
 
@@ -32,26 +32,16 @@ class RMSpropImpl final : public detail::SlotOptimizer {
     if (centered_) names.emplace_back("average_gradient");
     return names;
   }
-  void begin_step(double learning_rate, std::int64_t) override {
-    step_ = detail::rmsprop_step(learning_rate, rho_, momentum_, epsilon_);
-  }
-  cuda::DeviceUpdate device_update() const override {
-    return cuda::device_update(
-        step_, momentum_ > 0.0 ? cuda::RmspropMomentum::with_momentum : cuda::RmspropMomentum::none,
-        centered_ ? cuda::RmspropCentered::yes : cuda::RmspropCentered::no);
-  }
-  void update(const detail::UpdateArgs& a) override {
-    std::size_t next = 1;
-    float* momentum = momentum_ > 0.0 ? a.slots[next++] : nullptr;
-    float* average = centered_ ? a.slots[next++] : nullptr;
-    cpu::rmsprop_update(a.variable, a.gradient, a.slots[0], momentum, average, a.numel, a.transform,
-                        step_);
+  kernel_math::UpdateRule update_rule(double learning_rate, std::int64_t) const override {
+    return detail::rmsprop_rule(
+        learning_rate, rho_, momentum_, epsilon_,
+        momentum_ > 0.0 ? detail::RmspropMomentum::with_momentum : detail::RmspropMomentum::none,
+        centered_ ? detail::RmspropCentered::yes : detail::RmspropCentered::no);
   }
 
  private:
   double rho_, momentum_, epsilon_;
   bool centered_;
-  cpu::RMSpropStep step_;
 };
 
 }  // namespace

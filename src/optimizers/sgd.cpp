@@ -1,9 +1,9 @@
-// SGD with optional (Nesterov) momentum: the formulas are in mixprec/optimizers/sgd.h, the loop in
-// cpu::sgd_update.
+// SGD with optional (Nesterov) momentum: the formulas are in mixprec/optimizers/sgd.h, the update
+// rule in update_constants.h.
 #include "mixprec/optimizers/sgd.h"
 
 #include "optimizers/optimizer_impl.h"
-#include "optimizers/step_constants.h"
+#include "optimizers/update_constants.h"
 
 namespace mixprec::optimizers {
 
@@ -24,25 +24,13 @@ class SGDImpl final : public detail::SlotOptimizer {
     if (momentum_ == 0.0) return {};
     return {"momentum"};
   }
-  void begin_step(double learning_rate, std::int64_t) override {
-    step_ = detail::sgd_step(learning_rate, momentum_, nesterov_);
-  }
-  cuda::DeviceUpdate device_update() const override {
-    // The slots decide the variant, as on the CPU (a momentum slot exists iff momentum != 0).
-    const cuda::SgdVariant variant = momentum_ == 0.0 ? cuda::SgdVariant::plain
-                                     : nesterov_      ? cuda::SgdVariant::nesterov
-                                                      : cuda::SgdVariant::momentum;
-    return cuda::device_update(step_, variant);
-  }
-  void update(const detail::UpdateArgs& a) override {
-    cpu::sgd_update(a.variable, a.gradient, a.slots.empty() ? nullptr : a.slots[0], a.numel,
-                    a.transform, step_);
+  kernel_math::UpdateRule update_rule(double learning_rate, std::int64_t) const override {
+    return detail::sgd_rule(learning_rate, momentum_, nesterov_);
   }
 
  private:
   double momentum_;
   bool nesterov_;
-  cpu::SGDStep step_;
 };
 
 }  // namespace

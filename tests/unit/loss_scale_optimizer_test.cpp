@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "mixprec/mixprec.h"
@@ -104,21 +105,83 @@ TEST(LossScaleOptimizerTest, FloorAtOne) {
   EXPECT_EQ(opt.skipped_steps(), 3);
 }
 
-TEST(LossScaleOptimizerTest, NoGrowthToInf) {
-  // 2^1023 is the largest power of two below DBL_MAX: doubling it would be Inf.
-  const double top = std::ldexp(1.0, 1023);
-  LossScaleOptimizer opt(SGD{}, {.initial_scale = top, .dynamic_growth_steps = 1});
+TEST(LossScaleOptimizerTest, GrowthStopsAt2To127OnTheCpu) {
+  // Keras doubles only while twice the scale is finite in float32: the scale never leaves float32
+  // range (it used to keep doubling in double on the CPU, to 2^128 here and on towards DBL_MAX).
+  LossScaleOptimizer opt(SGD{}, {.initial_scale = 0x1p126, .dynamic_growth_steps = 1});
   Tensor w = f32({1.0, 2.0});
   opt.apply_gradients({f32(kFinite)}, {w});
-  EXPECT_EQ(opt.loss_scale(), top);
-  EXPECT_TRUE(std::isfinite(opt.loss_scale()));
-  EXPECT_EQ(opt.dynamic_counter(), 0);  // the counter still restarts
+  EXPECT_EQ(opt.loss_scale(), 0x1p127);
   opt.apply_gradients({f32(kFinite)}, {w});
-  EXPECT_EQ(opt.loss_scale(), top);
-  // A non-power-of-two scale near DBL_MAX does not grow either.
-  LossScaleOptimizer near_max(SGD{}, {.initial_scale = DBL_MAX / 1.5, .dynamic_growth_steps = 1});
-  near_max.apply_gradients({f32(kFinite)}, {w});
-  EXPECT_EQ(near_max.loss_scale(), DBL_MAX / 1.5);
+  EXPECT_EQ(opt.loss_scale(), 0x1p127);
+  EXPECT_EQ(opt.dynamic_counter(), 0);  // the counter still restarts
+  for (int k = 0; k < 5; ++k) opt.apply_gradients({f32(kFinite)}, {w});
+  EXPECT_EQ(opt.loss_scale(), 0x1p127);
+  EXPECT_EQ(opt.get_state().scalars.at("loss_scale"), 0x1p127);
+  // A requested scale beyond float32 is clamped to 2^127 and does not grow either.
+  LossScaleOptimizer huge(SGD{},
+                          {.initial_scale = std::ldexp(1.0, 1023), .dynamic_growth_steps = 1});
+  EXPECT_EQ(huge.loss_scale(), 0x1p127);
+  huge.apply_gradients({f32(kFinite)}, {w});
+  EXPECT_EQ(huge.loss_scale(), 0x1p127);
+  // A non-power-of-two scale doubles while twice it is finite in float32, then stops.
+  LossScaleOptimizer near(SGD{}, {.initial_scale = 0x1.8p126, .dynamic_growth_steps = 1});
+  near.apply_gradients({f32(kFinite)}, {w});
+  EXPECT_EQ(near.loss_scale(), 0x1.8p127);
+  near.apply_gradients({f32(kFinite)}, {w});
+  EXPECT_EQ(near.loss_scale(), 0x1.8p127);
+  EXPECT_TRUE(std::isfinite(static_cast<float>(near.loss_scale())));
+}
+
+TEST(LossScaleOptimizerTest, UnscaledGradientsCarryTheirVerdictOnlyWhileItHolds) {
+  LossScaleOptimizer opt(SGD({.learning_rate = 1.0}), {.initial_scale = 8});
+  Tensor w = f32({1.0, 1.0});
+  const mixed_precision::UnscaledGradients finite = opt.get_unscaled_gradients({f32({8.0, 8.0})});
+  EXPECT_EQ(finite.size(), 1u);
+  EXPECT_EQ(finite[0].to_vector<double>(), (std::vector<double>{1.0, 1.0}));
+  // A later unscale overwrites the verdict: the earlier result is checked again, not trusted.
+  const auto bad = opt.get_unscaled_gradients({f32({kInf, 8.0})});
+  opt.apply_gradients(finite, {w});
+  EXPECT_FALSE(opt.last_step_skipped());
+  EXPECT_EQ(w.to_vector<double>(), (std::vector<double>{0.0, 0.0}));
+  // And a stale bad one is still caught.
+  opt.apply_gradients(bad, {w});
+  EXPECT_TRUE(opt.last_step_skipped());
+  EXPECT_EQ(w.to_vector<double>(), (std::vector<double>{0.0, 0.0}));
+  // Gradients unscaled by another optimizer are checked here too.
+  LossScaleOptimizer other(SGD{}, {.initial_scale = 8});
+  opt.apply_gradients(other.get_unscaled_gradients({f32({kInf, 0.0})}), {w});
+  EXPECT_TRUE(opt.last_step_skipped());
+  EXPECT_EQ(opt.skipped_steps(), 2);
+  // Converted to a plain list, they are checked in apply_gradients like any gradients.
+  EXPECT_EQ(opt.loss_scale(), 2.0);  // halved twice
+  const std::vector<Tensor> plain = opt.get_unscaled_gradients({f32({4.0, -4.0})});
+  opt.apply_gradients(plain, {w});
+  EXPECT_FALSE(opt.last_step_skipped());
+  EXPECT_EQ(w.to_vector<double>(), (std::vector<double>{-2.0, 2.0}));
+}
+
+TEST(LossScaleOptimizerTest, StuckAfterARunOfSkipsAtTheFloor) {
+  LossScaleOptimizer opt(SGD{}, {.initial_scale = 4});
+  Tensor w = f32({1.0, 2.0});
+  step(opt, w, kWithInf);  // 2
+  step(opt, w, kWithInf);  // 1
+  EXPECT_FALSE(opt.stuck(3));
+  step(opt, w, kWithNaN);  // still 1: three skips in a row at the floor
+  EXPECT_TRUE(opt.stuck(3));
+  EXPECT_FALSE(opt.stuck(4));
+  step(opt, w, kFinite);
+  EXPECT_FALSE(opt.stuck(1));
+  LossScaleOptimizer fixed(SGD{}, {.dynamic = false, .initial_scale = 1024});
+  step(fixed, w, kWithInf);
+  EXPECT_TRUE(fixed.stuck(1));
+  EXPECT_EQ(fixed.loss_scale(), 1024.0);
+}
+
+TEST(LossScaleOptimizerTest, AlsoNamedInTheOptimizersNamespace) {
+  optimizers::LossScaleOptimizer opt(SGD{}, optimizers::LossScaleOptions{.initial_scale = 2});
+  static_assert(std::is_same_v<optimizers::LossScaleOptimizer, LossScaleOptimizer>);
+  EXPECT_EQ(opt.loss_scale(), 2.0);
 }
 
 TEST(LossScaleOptimizerTest, CounterResetOnOverflow) {

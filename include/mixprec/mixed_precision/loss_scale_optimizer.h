@@ -7,6 +7,12 @@
 //   auto grads = opt.get_unscaled_gradients(tape.gradient(opt.get_scaled_loss(loss), vars));
 //   opt.apply_gradients(grads, vars);  // skips the step on Inf/NaN and adjusts the scale
 //
+// get_unscaled_gradients returns an UnscaledGradients: the gradients together with the record that
+// they were checked. apply_gradients given that object reuses the verdict of the unscale pass (no
+// second pass over the gradients); given plain tensors (gradients from anywhere), it checks them
+// itself first. The implementation lives in src/optimizers/ (an optimizer like the others); Keras 3
+// exports the class from keras.optimizers too, hence mixprec::optimizers::LossScaleOptimizer below.
+//
 // Each step:
 //  - non-finite gradients: the update is skipped (variables and inner slots unchanged; iterations
 //    still advance, as in Keras 2), scale = max(scale / 2, 1) when dynamic, counter = 0,
@@ -17,15 +23,17 @@
 // A fixed scale (dynamic = false) never changes, and also skips and counts non-finite steps (Keras
 // applies them; we refuse to write NaN into the weights).
 //
-// On a GPU (CUDA loss, gradients and variables) the whole state lives on the device from the first
-// CUDA tensor it sees, seeded from the host state: get_scaled_loss multiplies by the device scale,
+// The state (scale, counters, the Inf/NaN flag) is one small piece of data on the device of the
+// tensors it is used with (host memory for CPU tensors; it follows the tensors if they move). The
+// scale is float32 on every device: a dynamic scale never doubles past 2^127, and a requested
+// scale above 2^127 is clamped to it. On a GPU: get_scaled_loss multiplies by the device scale,
 // get_unscaled_gradients sets a device Inf/NaN flag in one fused pass over all gradients,
 // apply_gradients runs the inner optimizer's fused update, which reads the flag and skips, then
 // updates the scale and counters on the device. None of these waits for the GPU (except clipping
 // by clipnorm/global_clipnorm, which reads the norms back once a step). The accessors below and
 // get_state copy the state back and so SYNCHRONISE with the GPU (cheap, but it ends the overlap of
 // host and device: a training loop should read them every few steps, not every step). set_state
-// writes the device state too. Once on a GPU, the optimizer refuses CPU tensors (DeviceError).
+// writes the device state too.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +55,33 @@ struct LossScaleOptions {
   std::optional<std::int64_t> dynamic_growth_steps;
 };
 
+class LossScaleOptimizer;
+
+// What get_unscaled_gradients returns: the unscaled float32 gradients (undefined where the input
+// was undefined) and the record of the check that produced them. It reads as the gradient list
+// (converts to const std::vector<Tensor>&, indexes, iterates). Passed back to the
+// LossScaleOptimizer that made it, and before any other unscale or check of that optimizer,
+// apply_gradients reuses the check's verdict (it stays on the device); otherwise the gradients
+// are checked again there, so a stale or foreign object is never trusted.
+class UnscaledGradients {
+ public:
+  const std::vector<Tensor>& gradients() const { return gradients_; }
+  operator const std::vector<Tensor>&() const { return gradients_; }  // NOLINT: reads as a list
+  std::size_t size() const { return gradients_.size(); }
+  const Tensor& operator[](std::size_t i) const { return gradients_[i]; }
+  auto begin() const { return gradients_.begin(); }
+  auto end() const { return gradients_.end(); }
+
+ private:
+  friend class LossScaleOptimizer;
+  struct Token {};
+  UnscaledGradients(Token, std::vector<Tensor> gradients, const void* issuer, std::uint64_t check)
+      : gradients_(std::move(gradients)), issuer_(issuer), check_(check) {}
+  std::vector<Tensor> gradients_;
+  const void* issuer_ = nullptr;  // the optimizer whose state holds the verdict
+  std::uint64_t check_ = 0;       // which of its checks
+};
+
 class LossScaleOptimizer : public optimizers::Optimizer {
  public:
   // Throws ValueError when `inner` is undefined or itself a LossScaleOptimizer, or the options are
@@ -57,11 +92,20 @@ class LossScaleOptimizer : public optimizers::Optimizer {
   // GPU the scale is read on the device (16-bit losses are scaled in float32 and rounded once).
   Tensor get_scaled_loss(const Tensor& loss) const;
   // Each gradient divided by loss_scale(), as a new float32 tensor, checked for Inf/NaN in the
-  // same pass (one fused kernel per gradient). Undefined gradients stay undefined. The finiteness
-  // of these gradients is remembered for the next apply_gradients given exactly these tensors;
-  // gradients from anywhere else are checked there. On a GPU: one launch per gradient dtype (more
-  // for very many gradients), and the verdict stays on the device.
-  std::vector<Tensor> get_unscaled_gradients(const std::vector<Tensor>& grads) const;
+  // same pass (one fused kernel per gradient). Undefined gradients stay undefined. The verdict is
+  // kept in the state for apply_gradients(UnscaledGradients). On a GPU: one launch per gradient
+  // dtype (more for very many gradients), and the verdict stays on the device.
+  UnscaledGradients get_unscaled_gradients(const std::vector<Tensor>& grads) const;
+
+  // The step with gradients from get_unscaled_gradients: skipped when they held an Inf or NaN,
+  // then the loss-scale rule. The other overload (gradients from anywhere) checks them first.
+  using optimizers::Optimizer::apply_gradients;
+  void apply_gradients(const UnscaledGradients& grads, const std::vector<Tensor>& variables);
+
+  // Whether the last `steps` steps were all skipped while the scale could not go lower (a dynamic
+  // scale at 1, or a fixed scale): halving cannot help, training makes no progress. Reads the
+  // state (a synchronisation on a GPU).
+  bool stuck(std::int64_t steps) const;
 
   // These read the state back from the GPU when it lives there (a synchronisation; see above).
   double loss_scale() const;
@@ -87,5 +131,11 @@ class LossScaleOptimizer : public optimizers::Optimizer {
 std::optional<LossScaleOptimizer> as_loss_scale_optimizer(const optimizers::Optimizer& optimizer);
 
 }  // namespace mixprec::mixed_precision
+
+namespace mixprec::optimizers {
+// Keras 3 exports the class from keras.optimizers as well as keras.mixed_precision.
+using LossScaleOptimizer = mixed_precision::LossScaleOptimizer;
+using mixed_precision::LossScaleOptions;
+}  // namespace mixprec::optimizers
 
 #pragma GCC visibility pop

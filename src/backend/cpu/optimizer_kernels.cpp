@@ -17,112 +17,36 @@ namespace mixprec::cpu {
 
 namespace {
 
-// Written with value comparisons (not std::min/max, which return references) so that the loops
-// if-convert to vector min/max; NaN fails both comparisons and passes through.
-inline float transformed(float raw, GradientTransform t) {
-  float g = raw * t.scale;
-  g = g < -t.limit ? -t.limit : g;
-  return g > t.limit ? t.limit : g;
-}
-
 // Elements per block of sum_of_squares: large enough to amortise the parallel loop, fixed so that
 // the order of the additions (and the rounding) never depends on the thread count.
 constexpr std::int64_t kNormBlock = 1 << 14;
 
+// The update loop of kind K: the shared element body in an `omp simd` loop. The constants are
+// copied into each thread (firstprivate): a shared struct would be read through a pointer that
+// stores to var and the slots may alias, and the loop would re-load and re-broadcast every
+// constant per iteration (about 10% slower Adam); private copies stay in vector registers. The Adam
+// and RMSprop loops vectorise only when the library is built with -fno-math-errno (otherwise every
+// sqrt carries a branch to libm for errno); they are single fused passes either way.
+template <kernel_math::UpdateKind K>
+void update_loop(const kernel_math::UpdateConstants& constants, float* var, const float* grad,
+                 float* s0, float* s1, float* s2, std::int64_t n, float clip_scale) {
+  constexpr int kSlots = kernel_math::update_slot_count(K);
+  const kernel_math::UpdateConstants c = constants;
+#pragma omp parallel for simd firstprivate(c) if (parallel : n >= kParallelThreshold)
+  for (std::int64_t i = 0; i < n; ++i) {
+    kernel_math::update_element<K>(c, grad[i], var + i, kSlots > 0 ? s0 + i : nullptr,
+                                   kSlots > 1 ? s1 + i : nullptr, kSlots > 2 ? s2 + i : nullptr,
+                                   clip_scale);
+  }
+}
+
 }  // namespace
 
-// The update loops run in float, the dtype of the variables and slots: per-step constants are
-// computed in double by the caller and rounded once. `omp simd` asks for vector code without
-// relaxing IEEE semantics; each element is independent. The Adam and RMSprop loops vectorise only
-// when the library is built with -fno-math-errno (otherwise every sqrt carries a branch to libm
-// for errno); they are single fused passes either way.
-
-void sgd_update(float* var, const float* grad, float* momentum, std::int64_t n,
-                GradientTransform transform, const SGDStep& step) {
-  const float lr = step.learning_rate, mu = step.momentum;
-  if (momentum == nullptr) {
-#pragma omp parallel for simd if (parallel : n >= kParallelThreshold)
-    for (std::int64_t i = 0; i < n; ++i) var[i] -= lr * transformed(grad[i], transform);
-  } else if (!step.nesterov) {
-#pragma omp parallel for simd if (parallel : n >= kParallelThreshold)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float m = mu * momentum[i] - lr * transformed(grad[i], transform);
-      momentum[i] = m;
-      var[i] += m;
-    }
-  } else {
-#pragma omp parallel for simd if (parallel : n >= kParallelThreshold)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float g = transformed(grad[i], transform);
-      const float m = mu * momentum[i] - lr * g;
-      momentum[i] = m;
-      var[i] += mu * m - lr * g;
-    }
-  }
-}
-
-void adam_update(float* var, const float* grad, float* m, float* v, std::int64_t n,
-                 GradientTransform transform, const AdamStep& step) {
-  const float alpha = step.alpha, c1 = step.one_minus_beta_1, c2 = step.one_minus_beta_2;
-  const float eps = step.epsilon, decay = step.decay;
-#pragma omp parallel for simd if (parallel : n >= kParallelThreshold)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float g = transformed(grad[i], transform);
-    float w = var[i];
-    w -= w * decay;  // AdamW's decoupled decay, before the Adam step (decay = 0 for Adam)
-    const float mi = m[i] + (g - m[i]) * c1;
-    const float vi = v[i] + (g * g - v[i]) * c2;
-    m[i] = mi;
-    v[i] = vi;
-    var[i] = w - mi * alpha / (std::sqrt(vi) + eps);
-  }
-}
-
-namespace {
-// One loop per (centered, momentum) combination: a branch inside an `omp simd` loop is not
-// unswitched and would keep it scalar.
-template <bool kCentered, bool kMomentum>
-void rmsprop_loop(float* var, const float* grad, float* velocity, float* momentum,
-                  float* average_gradient, std::int64_t n, GradientTransform transform,
-                  const RMSpropStep& step) {
-  const float lr = step.learning_rate, rho = step.rho, one_minus_rho = 1.0f - step.rho;
-  const float mu = step.momentum, eps = step.epsilon;
-#pragma omp parallel for simd if (parallel : n >= kParallelThreshold)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float g = transformed(grad[i], transform);
-    const float vi = rho * velocity[i] + one_minus_rho * (g * g);
-    velocity[i] = vi;
-    float denominator = vi + eps;
-    if constexpr (kCentered) {
-      const float a = rho * average_gradient[i] + one_minus_rho * g;
-      average_gradient[i] = a;
-      denominator = vi - a * a + eps;
-    }
-    const float increment = lr * g / std::sqrt(denominator);
-    if constexpr (kMomentum) {
-      const float mom = mu * momentum[i] + increment;
-      momentum[i] = mom;
-      var[i] -= mom;
-    } else {
-      var[i] -= increment;
-    }
-  }
-}
-}  // namespace
-
-void rmsprop_update(float* var, const float* grad, float* velocity, float* momentum,
-                    float* average_gradient, std::int64_t n, GradientTransform transform,
-                    const RMSpropStep& step) {
-  const bool centered = average_gradient != nullptr, with_momentum = momentum != nullptr;
-  if (centered && with_momentum) {
-    rmsprop_loop<true, true>(var, grad, velocity, momentum, average_gradient, n, transform, step);
-  } else if (centered) {
-    rmsprop_loop<true, false>(var, grad, velocity, momentum, average_gradient, n, transform, step);
-  } else if (with_momentum) {
-    rmsprop_loop<false, true>(var, grad, velocity, momentum, average_gradient, n, transform, step);
-  } else {
-    rmsprop_loop<false, false>(var, grad, velocity, momentum, average_gradient, n, transform, step);
-  }
+void update(const kernel_math::UpdateRule& rule, float* var, const float* grad,
+            float* const (&slots)[kernel_math::kMaxUpdateSlots], std::int64_t n, float clip_scale) {
+  kernel_math::dispatch_update_kind(rule.kind, [&]<kernel_math::UpdateKind K>() {
+    update_loop<K>(rule.constants, var, grad, slots[0], slots[1], slots[2], n, clip_scale);
+  });
 }
 
 double sum_of_squares(const float* x, std::int64_t n) {
@@ -166,8 +90,8 @@ __attribute__((target("avx2"))) bool unscale_block_avx2(const float* in, float* 
   }
   bool non_finite = !_mm256_testz_si256(bad, bad);
   for (; i < n; ++i) {
-    out[i] = static_cast<float>(static_cast<double>(in[i]) * inverse);
-    non_finite = non_finite || !std::isfinite(out[i]);
+    out[i] = kernel_math::unscale_element(in[i], inverse);
+    non_finite = non_finite || kernel_math::non_finite(out[i]);
   }
   _mm_sfence();
   return non_finite;
@@ -220,11 +144,36 @@ bool unscale_and_check(const Tensor& grad, double scale, Tensor& out) {
       std::uint32_t bad = 0;
 #pragma omp simd reduction(| : bad)
       for (std::int64_t i = 0; i < m; ++i) {
-        const float value = static_cast<float>(static_cast<double>(buffer[i]) * inverse);
+        const float value = kernel_math::unscale_element(static_cast<double>(buffer[i]), inverse);
         dst[i] = value;
-        std::uint32_t bits;
-        std::memcpy(&bits, &value, sizeof bits);
-        bad |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+        bad |=
+            static_cast<std::uint32_t>(kernel_math::non_finite_bits(kernel_math::bits_of(value)));
+      }
+      non_finite = non_finite || bad != 0;
+    }
+  });
+  return !non_finite;
+}
+
+bool finite_as_float32(const Tensor& grad) {
+  const Tensor src = grad.detach().contiguous();
+  const std::int64_t n = src.numel();
+  bool non_finite = false;
+  core::dispatch_floating(src.dtype(), "check_finite", [&]<typename T>() {
+    using C = core::compute_t<T>;
+    const T* in = static_cast<const T*>(src.data_ptr());
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) reduction(|| : non_finite) if (n >= kParallelThreshold)
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::int64_t start = c * kChunk, m = std::min(kChunk, n - start);
+      alignas(64) C buffer[kChunk];
+      gather(in + start, 1, m, buffer);
+      std::uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+      for (std::int64_t i = 0; i < m; ++i) {
+        const float value = kernel_math::unscale_element(static_cast<double>(buffer[i]), 1.0);
+        bad |=
+            static_cast<std::uint32_t>(kernel_math::non_finite_bits(kernel_math::bits_of(value)));
       }
       non_finite = non_finite || bad != 0;
     }

@@ -16,7 +16,6 @@
 #include "backend/cuda/image.h"
 #include "backend/cuda/indexing.h"
 #include "backend/cuda/matmul.h"
-#include "backend/cuda/optimizers.h"
 #include "backend/cuda/pooling.h"
 #include "backend/cuda/reduce.h"
 #include "backend/cuda/select.h"
@@ -104,35 +103,6 @@ Tensor matmul(const Tensor& a, const Tensor&, Transpose, Transpose) {
   no_backend("matmul on " + a.device().to_string());
 }
 MatmulCacheStats matmul_cache_stats() { return {}; }
-void multi_tensor_update(Device device, const DeviceUpdate&, const std::vector<UpdateTensors>&,
-                         const int*) {
-  no_backend("optimizer update on " + device.to_string());
-}
-std::vector<Tensor> unscale_and_check(Device device, const std::vector<Tensor>&, const float*,
-                                      int*) {
-  no_backend("loss scaling on " + device.to_string());
-}
-void check_finite(Device device, const std::vector<Tensor>&, int*) {
-  no_backend("loss scaling on " + device.to_string());
-}
-std::vector<double> sums_of_squares(Device device, const std::vector<Tensor>&) {
-  no_backend("gradient clipping on " + device.to_string());
-}
-Tensor make_loss_scale_state(Device device, const DeviceLossScale&) {
-  no_backend("loss scaling on " + device.to_string());
-}
-void set_loss_scale_state(const Tensor& state, const DeviceLossScale&) {
-  no_backend("loss scaling on " + state.device().to_string());
-}
-DeviceLossScale read_loss_scale_state(const Tensor& state) {
-  no_backend("loss scaling on " + state.device().to_string());
-}
-void update_loss_scale_state(const Tensor& state, LossScaleMode, std::int64_t) {
-  no_backend("loss scaling on " + state.device().to_string());
-}
-Tensor loss_scale_view(const Tensor& state) {
-  no_backend("loss scaling on " + state.device().to_string());
-}
 
 }  // namespace cuda
 

@@ -2,13 +2,11 @@
 // thread block per chunk of one tensor, described by a table passed by value; the loss-scale state
 // update is one thread.
 //
-// The update formulas (update_element in backend/cuda/optimizers.h) repeat those of
-// src/backend/cpu/optimizer_kernels.cpp operation for operation, written with the _rn intrinsics:
-// nvcc would otherwise contract a * b + c into one fused multiply-add (rounded once), while the CPU
-// loops (no FMA, no contraction under -std=c++20) round every product and sum. With the same
-// per-step constants the device results then equal the CPU's bit for bit (sqrt and division are
-// correctly rounded on both); tests/unit/cuda_optimizer_plan_test.cpp checks the formulas on the
-// host against the CPU loops.
+// Every per-element body (the update formulas, the unscaled value and its non-finite test, the
+// loss-scale rule) is the one of backend/kernel_math/training.h, which the CPU loops call too; it
+// is written with the _rn intrinsics on the device (nvcc would otherwise contract a * b + c into
+// one fused multiply-add), so with the same per-step constants the device results equal the CPU's
+// bit for bit. tests/unit/training_math_test.cpp checks the bodies on the host.
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/optimizers.h"
 
@@ -32,11 +30,6 @@ __device__ __forceinline__ ChunkRange chunk_of(const MultiTensorTable<L>& table)
 }
 
 // ---- unscale + check ----
-
-__device__ __forceinline__ bool non_finite(float v) {
-  // The exponent bits all ones: Inf or NaN (as the CPU check, on the bits).
-  return (__float_as_uint(v) & 0x7f800000u) == 0x7f800000u;
-}
 
 template <typename T>
 __global__ void __launch_bounds__(kMultiTensorThreads)
@@ -65,9 +58,9 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const std::int64_t i = base + u * stride;
       if (i >= r.stop) break;
-      const float v = static_cast<float>(static_cast<double>(g[u]) * inverse);
+      const float v = kernel_math::unscale_element(static_cast<double>(g[u]), inverse);
       if (out != nullptr) out[i] = v;
-      bad |= static_cast<int>(non_finite(v));
+      bad |= static_cast<int>(kernel_math::non_finite(v));
     }
   }
   // One verdict per block; blocks that saw a bad value all store the same 1 (no atomics needed).
@@ -99,11 +92,11 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   }
 }
 
-// ---- the optimizer updates (the formulas: update_element in optimizers.h) ----
+// ---- the optimizer updates (the formulas: kernel_math::update_element) ----
 
-template <UpdateKind K>
+template <kernel_math::UpdateKind K>
 __global__ void __launch_bounds__(kMultiTensorThreads)
-    update_kernel(const MultiTensorTable<5> table, const UpdateConstants c,
+    update_kernel(const MultiTensorTable<5> table, const kernel_math::UpdateConstants c,
                   const int* __restrict__ found_inf) {
   // The skip decision of loss scaling, read on the device: no host round trip.
   if (found_inf != nullptr && *found_inf != 0) return;
@@ -114,25 +107,26 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
   float* s1 = static_cast<float*>(table.ptr[3][r.tensor]);
   float* s2 = static_cast<float*>(table.ptr[4][r.tensor]);
   const float clip_scale = table.clip_scale[r.tensor];
-  constexpr int kSlots = update_slot_count(K);
+  constexpr int kSlots = kernel_math::update_slot_count(K);
   for (std::int64_t i = r.start + threadIdx.x; i < r.stop; i += blockDim.x) {
-    update_element<K>(c, grad[i], var + i, kSlots > 0 ? s0 + i : nullptr,
-                      kSlots > 1 ? s1 + i : nullptr, kSlots > 2 ? s2 + i : nullptr, clip_scale);
+    kernel_math::update_element<K>(c, grad[i], var + i, kSlots > 0 ? s0 + i : nullptr,
+                                   kSlots > 1 ? s1 + i : nullptr, kSlots > 2 ? s2 + i : nullptr,
+                                   clip_scale);
   }
 }
 
 // ---- the loss-scale state ----
 
-__global__ void loss_scale_update_kernel(DeviceLossScale* state, LossScaleMode mode,
+__global__ void loss_scale_update_kernel(kernel_math::LossScaleState* state,
+                                         kernel_math::LossScaleMode mode,
                                          std::int64_t growth_steps) {
-  DeviceLossScale s = *state;
-  apply_loss_scale_rule(s.found_inf != 0, mode, growth_steps, s.scale, s.counter, s.skipped,
-                        s.consecutive_skipped, s.last_skipped);
-  s.found_inf = 0;  // ready for the next step
+  kernel_math::LossScaleState s = *state;
+  kernel_math::loss_scale_step(mode, growth_steps, s);  // found_inf cleared for the next step
   *state = s;
 }
 
-__global__ void loss_scale_set_kernel(DeviceLossScale* state, DeviceLossScale value) {
+__global__ void loss_scale_set_kernel(kernel_math::LossScaleState* state,
+                                      kernel_math::LossScaleState value) {
   *state = value;
 }
 
@@ -157,35 +151,24 @@ void multi_tensor_sum_of_squares(const MultiTensorTable<1>& table, double* parti
   check_launch("sum_of_squares");
 }
 
-void multi_tensor_update(const DeviceUpdate& update, const MultiTensorTable<5>& table,
+void multi_tensor_update(const kernel_math::UpdateRule& update, const MultiTensorTable<5>& table,
                          const int* found_inf, cudaStream_t s) {
   const dim3 grid = grid_of(table);
-  const UpdateConstants& c = update.constants;
-  switch (update.kind) {
-#define MIXPREC_UPDATE_CASE(kind)                                                              \
-  case UpdateKind::kind:                                                                       \
-    update_kernel<UpdateKind::kind><<<grid, kMultiTensorThreads, 0, s>>>(table, c, found_inf); \
-    break;
-    MIXPREC_UPDATE_CASE(sgd)
-    MIXPREC_UPDATE_CASE(sgd_momentum)
-    MIXPREC_UPDATE_CASE(sgd_nesterov)
-    MIXPREC_UPDATE_CASE(adam)
-    MIXPREC_UPDATE_CASE(rmsprop)
-    MIXPREC_UPDATE_CASE(rmsprop_momentum)
-    MIXPREC_UPDATE_CASE(rmsprop_centered)
-    MIXPREC_UPDATE_CASE(rmsprop_centered_momentum)
-#undef MIXPREC_UPDATE_CASE
-  }
+  const kernel_math::UpdateConstants& c = update.constants;
+  kernel_math::dispatch_update_kind(update.kind, [&]<kernel_math::UpdateKind K>() {
+    update_kernel<K><<<grid, kMultiTensorThreads, 0, s>>>(table, c, found_inf);
+  });
   check_launch("optimizer update");
 }
 
-void loss_scale_update(DeviceLossScale* state, LossScaleMode mode, std::int64_t growth_steps,
-                       cudaStream_t s) {
+void loss_scale_update(kernel_math::LossScaleState* state, kernel_math::LossScaleMode mode,
+                       std::int64_t growth_steps, cudaStream_t s) {
   loss_scale_update_kernel<<<1, 1, 0, s>>>(state, mode, growth_steps);
   check_launch("loss_scale_update");
 }
 
-void loss_scale_set(DeviceLossScale* state, const DeviceLossScale& value, cudaStream_t s) {
+void loss_scale_set(kernel_math::LossScaleState* state, const kernel_math::LossScaleState& value,
+                    cudaStream_t s) {
   loss_scale_set_kernel<<<1, 1, 0, s>>>(state, value);
   check_launch("loss_scale_set");
 }
