@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/device_services.h"
 #include "mixprec/autograd.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
@@ -16,7 +18,8 @@ StepContext::StepContext(const Model& m, TrainingState& s)
     : model(m),
       state(s),
       device(model_device(m)),
-      loss_scale(s.loss_scale ? &*s.loss_scale : nullptr) {}
+      loss_scale(s.loss_scale ? &*s.loss_scale : nullptr),
+      reads_are_cheap(backend_for(device).services->execution == Execution::synchronous) {}
 
 StepBatch to_step_device(const StepContext& ctx, const Tensor& x, const Tensor& y) {
   const auto place = [&ctx](const Tensor& t) {
@@ -36,54 +39,37 @@ Tensor compute_loss(const StepContext& ctx, const Tensor& y, const Tensor& y_pre
   return batch_loss(ctx.state, y, y_pred);
 }
 
-std::vector<Tensor> backward(const StepContext& ctx, const Tensor& loss) {
+StepGradients backward(const StepContext& ctx, const Tensor& loss) {
   const std::vector<Tensor>& variables = ctx.variables.value();
-  if (!ctx.loss_scale) return grad(loss, variables);
+  if (!ctx.loss_scale) return StepGradients{grad(loss, variables)};
   const mixed_precision::LossScaleOptimizer& lso = *ctx.loss_scale;
-  return lso.get_unscaled_gradients(grad(lso.get_scaled_loss(loss), variables));
+  return StepGradients{lso.get_unscaled_gradients(grad(lso.get_scaled_loss(loss), variables))};
 }
 
-void optimizer_step(StepContext& ctx, const std::vector<Tensor>& grads) {
-  ctx.state.optimizer.apply_gradients(grads, ctx.variables.value());
-  if (ctx.state.keep_last_gradients) ctx.state.last_gradients = grads;
+void optimizer_step(StepContext& ctx, const StepGradients& grads) {
+  const std::vector<Tensor>& variables = ctx.variables.value();
+  if (grads.unscaled && ctx.loss_scale) {
+    // The verdict of the unscale pass is reused: no second check of the gradients.
+    ctx.loss_scale->apply_gradients(*grads.unscaled, variables);
+  } else {
+    ctx.state.optimizer.apply_gradients(grads.list(), variables);
+  }
+  if (ctx.state.keep_last_gradients) ctx.state.last_gradients = grads.list();
 }
 
 namespace {
 
-// Host synchronisation rule (training_state.h, LossTracker): on a CUDA device nothing per step
-// reads a value back; the loss-scale state is read every kStuckScaleCheckSteps steps there.
-bool reads_are_cheap(const StepContext& ctx) { return !ctx.device.is_cuda(); }
-
-// The loss scale a step runs with, read before it for the CPU's stuck check (loss_scale_stuck);
-// 0 where reading it would synchronise with a GPU.
-double scale_before_step(const StepContext& ctx) {
-  return ctx.loss_scale && reads_are_cheap(ctx) ? ctx.loss_scale->loss_scale() : 0.0;
-}
-
-// Whether the loss scale is stuck after a step that applied gradients: a scale that cannot go
-// lower (a dynamic scale at 1, or a fixed scale) has seen kStuckScaleSteps consecutive skipped
-// steps, so training makes no progress. Re-derived here from the optimizer's counters; this is
-// the one function to switch to LossScaleOptimizer::stuck() (issue 10 item 4).
-bool loss_scale_stuck(StepContext& ctx, double scale_before) {
-  const mixed_precision::LossScaleOptimizer& lso = *ctx.loss_scale;
-  TrainingState& state = ctx.state;
-  if (!reads_are_cheap(ctx)) {
-    // The GPU keeps the count of consecutive skipped steps itself; read it (and the scale) every
-    // kStuckScaleCheckSteps steps. A dynamic scale halves on each skipped step, so a run of
-    // kStuckScaleSteps skips that ends at scale 1 includes the ~15 halvings from 2^15: the error
-    // may come up to that many steps sooner than on the CPU, and up to kStuckScaleCheckSteps later.
-    if (++state.steps_since_scale_check < kStuckScaleCheckSteps) return false;
-    state.steps_since_scale_check = 0;
-    const double scale = lso.loss_scale();
-    return lso.consecutive_skipped_steps() >= kStuckScaleSteps && (scale <= 1.0 || !lso.dynamic());
+// Whether the loss scale is stuck after a step (LossScaleOptimizer::stuck: kStuckScaleSteps
+// consecutive skipped steps at a scale that cannot go lower). Reading the state waits for a device
+// that queues work (a GPU), so there it is read every kStuckScaleCheckSteps steps (the host
+// synchronisation rule of training_state.h); where execution is synchronous (the CPU) the read is
+// a memory access and happens every step.
+bool loss_scale_stuck(StepContext& ctx) {
+  if (!ctx.reads_are_cheap) {
+    if (++ctx.state.steps_since_scale_check < kStuckScaleCheckSteps) return false;
+    ctx.state.steps_since_scale_check = 0;
   }
-  if (!(lso.last_step_skipped() && (scale_before <= 1.0 || !lso.dynamic()))) {
-    state.skipped_at_floor = 0;
-    return false;
-  }
-  if (++state.skipped_at_floor < kStuckScaleSteps) return false;
-  state.skipped_at_floor = 0;
-  return true;
+  return ctx.loss_scale->stuck(kStuckScaleSteps);
 }
 
 // The stuck-scale error, naming where the model turns non-finite on this batch.
@@ -111,11 +97,10 @@ void train_step(StepContext& ctx, const Tensor& x, const Tensor& y, StepPosition
   const StepBatch batch = to_step_device(ctx, x, y);
   const Tensor y_pred = forward(ctx, batch.x);
   const Tensor loss = compute_loss(ctx, batch.y, y_pred);
-  const double scale_before = scale_before_step(ctx);  // for loss_scale_stuck only
   const bool stepped = !ctx.variables->empty();
   if (stepped) optimizer_step(ctx, backward(ctx, loss));
   ctx.state.train_metrics.update(loss, batch.x.dim(0), batch.y, y_pred);
-  if (!stepped || !ctx.loss_scale || !loss_scale_stuck(ctx, scale_before)) return;
+  if (!stepped || !ctx.loss_scale || !loss_scale_stuck(ctx)) return;
   throw_stuck_scale(ctx, batch, position);
 }
 

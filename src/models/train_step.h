@@ -35,10 +35,24 @@ struct StepContext {
   // builds its variables on the default device, which is what that returns). Batches go there.
   Device device;
   // The compiled optimizer as a LossScaleOptimizer, or null without loss scaling.
-  const mixed_precision::LossScaleOptimizer* loss_scale = nullptr;
+  mixed_precision::LossScaleOptimizer* loss_scale = nullptr;
+  // The device runs work as it is called (the CPU), so reading a value back costs nothing; where
+  // it queues work (a GPU) a read waits for it (DeviceServices::execution).
+  bool reads_are_cheap = true;
   // trainable_variables(), listed after the first forward (which builds an unbuilt Sequential) and
   // reused by every later step. Frozen layers are not in it, so they get no gradient.
   std::optional<std::vector<Tensor>> variables;
+};
+
+// What backward() returns: the gradients, and under loss scaling the LossScaleOptimizer's record
+// of their unscale-and-check pass, which optimizer_step() hands back so that the verdict is reused.
+struct StepGradients {
+  std::vector<Tensor> plain;
+  std::optional<mixed_precision::UnscaledGradients> unscaled;
+
+  explicit StepGradients(std::vector<Tensor> grads) : plain(std::move(grads)) {}
+  explicit StepGradients(mixed_precision::UnscaledGradients grads) : unscaled(std::move(grads)) {}
+  const std::vector<Tensor>& list() const { return unscaled ? unscaled->gradients() : plain; }
 };
 
 struct StepBatch {
@@ -58,11 +72,11 @@ Tensor compute_loss(const StepContext& ctx, const Tensor& y, const Tensor& y_pre
 
 // The gradients of ctx.variables (after forward()), in their order; undefined where a variable got
 // none. With loss scaling: of the scaled loss, then unscaled (and checked for Inf/NaN).
-std::vector<Tensor> backward(const StepContext& ctx, const Tensor& loss);
+StepGradients backward(const StepContext& ctx, const Tensor& loss);
 
 // apply_gradients of the compiled optimizer (a LossScaleOptimizer skips a non-finite step); keeps
 // the gradients when the TensorBoard callback asks for them (TrainingState::keep_last_gradients).
-void optimizer_step(StepContext& ctx, const std::vector<Tensor>& grads);
+void optimizer_step(StepContext& ctx, const StepGradients& grads);
 
 // One optimisation step on (x, y), the pieces above in order, then the training metrics
 // (state.train_metrics). Throws mixprec::Error (diagnose_non_finite) after kStuckScaleSteps

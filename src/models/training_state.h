@@ -91,9 +91,8 @@ struct TrainingState {
   MetricState test_metrics;
   bool mixed_policy = false;     // the model or one of its layers uses a mixed_* policy
   bool outputs_checked = false;  // the output-dtype warning ran (deferred when unbuilt)
-  // Consecutive skipped steps at a scale that cannot go lower (1, or a fixed scale); CPU only.
-  std::int64_t skipped_at_floor = 0;
-  // CUDA: steps since the loss-scale state was last read back (see kStuckScaleCheckSteps).
+  // A device that queues work: steps since the loss-scale state was last read back
+  // (kStuckScaleCheckSteps).
   std::int64_t steps_since_scale_check = 0;
   // When set (the TensorBoard callback's write_gradients), train_step keeps the gradients of its
   // last step, unscaled, in trainable_variables() order (undefined where a variable got none).
