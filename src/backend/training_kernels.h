@@ -3,7 +3,7 @@
 // by the CPU loops and the CUDA multi-tensor kernels; src/optimizers reaches these entries through
 // backend_for(device).training and never branches on the device kind.
 //
-// The loss-scale state (kernel_math::LossScaleState) is a 5-element int64 tensor on the variables'
+// The loss-scale state (kernel_math::LossScaleState) is a 6-element int64 tensor on the variables'
 // device (host memory on the CPU). Its found_inf member is the one skip mechanism:
 // unscale_and_check and check_finite set it, multi_tensor_update reads it (through
 // found_inf_view(), a 0-d int32 alias of the flag) and leaves everything untouched when it is set,

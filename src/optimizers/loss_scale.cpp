@@ -130,7 +130,7 @@ void LossScale::step(Device device) {
 }
 
 bool LossScale::stuck(std::int64_t steps) const {
-  return kernel_math::loss_scale_stuck(state(), rule_.mode, steps);
+  return kernel_math::loss_scale_stuck(state(), steps);
 }
 
 }  // namespace mixprec::optimizers::detail

@@ -164,10 +164,12 @@ TEST(LossScaleOptimizerTest, UnscaledGradientsCarryTheirVerdictOnlyWhileItHolds)
 TEST(LossScaleOptimizerTest, StuckAfterARunOfSkipsAtTheFloor) {
   LossScaleOptimizer opt(SGD{}, {.initial_scale = 4});
   Tensor w = f32({1.0, 2.0});
-  step(opt, w, kWithInf);  // 2
-  step(opt, w, kWithInf);  // 1
-  EXPECT_FALSE(opt.stuck(3));
-  step(opt, w, kWithNaN);  // still 1: three skips in a row at the floor
+  step(opt, w, kWithInf);  // ran at 4, now 2
+  step(opt, w, kWithInf);  // ran at 2, now 1
+  step(opt, w, kWithNaN);  // ran at 1: the first skip at the floor
+  EXPECT_FALSE(opt.stuck(3)) << "the halvings down to 1 do not count";
+  step(opt, w, kWithNaN);
+  step(opt, w, kWithInf);  // three skips in a row at the floor
   EXPECT_TRUE(opt.stuck(3));
   EXPECT_FALSE(opt.stuck(4));
   step(opt, w, kFinite);

@@ -40,7 +40,7 @@ TEST(TrainingKernelsTest, TheFoundInfFlagSkipsTheUpdateAndTheStepClearsIt) {
   const TrainingKernels& k = cpu_training();
   const Tensor state = k.make_loss_scale_state(Device::cpu(), {.scale = 4.0f});
   EXPECT_EQ(state.dtype(), DType::int64);
-  EXPECT_EQ(state.numel(), 5);
+  EXPECT_EQ(state.numel(), 6);
   EXPECT_EQ(loss_scale_view(state).item(), 4.0);
   const std::vector<Tensor> unscaled =
       k.unscale_and_check({f32({8.0f, std::numeric_limits<float>::infinity()})}, state);

@@ -339,30 +339,39 @@ TEST(TrainingMathTest, TheCapIsTwiceFiniteInFloat32) {
   EXPECT_EQ(s.counter, 0);  // the counter still restarts
 }
 
+// Stuck counts only the skipped steps that ran at a scale that could not go lower: the halvings
+// down to 1 do not count (the message then says truly "the loss scale has been 1 for N steps").
 TEST(TrainingMathTest, LossScaleRuleHalvesToOneAndStuckNeedsTheFloor) {
   LossScaleState s{.scale = 4.0f, .counter = 2};
-  for (float expected : {2.0f, 1.0f, 1.0f}) {
-    EXPECT_FALSE(kernel_math::loss_scale_stuck(s, LossScaleMode::dynamic, 3));
+  for (float expected : {2.0f, 1.0f, 1.0f, 1.0f}) {
+    EXPECT_FALSE(kernel_math::loss_scale_stuck(s, 2));
     s.found_inf = 1;
     kernel_math::loss_scale_step(LossScaleMode::dynamic, 5, s);
     EXPECT_EQ(s.scale, expected);
     EXPECT_EQ(s.counter, 0);
     EXPECT_EQ(s.last_skipped, 1);
   }
-  EXPECT_EQ(s.skipped, 3);
-  EXPECT_EQ(s.consecutive_skipped, 3);
-  EXPECT_TRUE(kernel_math::loss_scale_stuck(s, LossScaleMode::dynamic, 3));
-  EXPECT_FALSE(kernel_math::loss_scale_stuck(s, LossScaleMode::dynamic, 4));
+  EXPECT_EQ(s.skipped, 4);
+  EXPECT_EQ(s.consecutive_skipped, 4);
+  EXPECT_EQ(s.skipped_at_floor, 2);  // the steps that ran at scale 1
+  EXPECT_TRUE(kernel_math::loss_scale_stuck(s, 2));
+  EXPECT_FALSE(kernel_math::loss_scale_stuck(s, 3));
   kernel_math::loss_scale_step(LossScaleMode::dynamic, 5, s);  // finite
   EXPECT_EQ(s.consecutive_skipped, 0);
+  EXPECT_EQ(s.skipped_at_floor, 0);
   EXPECT_EQ(s.counter, 1);
   EXPECT_EQ(s.last_skipped, 0);
-  EXPECT_EQ(s.skipped, 3);
-  EXPECT_FALSE(kernel_math::loss_scale_stuck(s, LossScaleMode::dynamic, 1));
-  // A fixed scale is stuck after the run whatever its value.
-  LossScaleState fixed{.scale = 1024.0f, .skipped = 2, .consecutive_skipped = 2};
-  EXPECT_TRUE(kernel_math::loss_scale_stuck(fixed, LossScaleMode::fixed, 2));
-  EXPECT_FALSE(kernel_math::loss_scale_stuck(fixed, LossScaleMode::dynamic, 2));
+  EXPECT_EQ(s.skipped, 4);
+  EXPECT_FALSE(kernel_math::loss_scale_stuck(s, 1));
+  // A fixed scale is at its floor whatever its value: every skipped step counts.
+  LossScaleState fixed{.scale = 1024.0f};
+  for (int i = 0; i < 2; ++i) {
+    fixed.found_inf = 1;
+    kernel_math::loss_scale_step(LossScaleMode::fixed, 5, fixed);
+  }
+  EXPECT_EQ(fixed.scale, 1024.0f);
+  EXPECT_TRUE(kernel_math::loss_scale_stuck(fixed, 2));
+  EXPECT_FALSE(kernel_math::loss_scale_stuck(fixed, 3));
 }
 
 }  // namespace

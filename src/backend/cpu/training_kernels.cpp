@@ -98,7 +98,7 @@ std::vector<double> sums_of_squares(Device, const std::vector<Tensor>& tensors) 
 }
 
 Tensor make_loss_scale_state(Device device, const LossScaleState& value) {
-  Tensor state = core::make_tensor(Shape{5}, DType::int64, device);
+  Tensor state = core::make_tensor(Shape{6}, DType::int64, device);
   std::memcpy(state.data_ptr(), &value, sizeof value);
   return state;
 }

@@ -173,7 +173,7 @@ void write_loss_scale_state(const Tensor& state, const LossScaleState& value) {
 }
 
 Tensor make_loss_scale_state(Device device, const LossScaleState& value) {
-  Tensor state = core::make_tensor(Shape{5}, DType::int64, device);
+  Tensor state = core::make_tensor(Shape{6}, DType::int64, device);
   write_loss_scale_state(state, value);  // by kernel parameter: no host copy
   return state;
 }

@@ -31,7 +31,7 @@ namespace mixprec::kernel_math {
 enum class LossScaleMode : int { fixed, dynamic };
 
 // The whole loss-scale state, one small piece of data in the variables' device memory (host memory
-// on the CPU): 40 bytes, stored in an int64 tensor of 5 elements. The scale is float32, the dtype
+// on the CPU): 48 bytes, stored in an int64 tensor of 6 elements. The scale is float32, the dtype
 // the scaled loss is computed in, on every device; the powers of two of dynamic scaling are exact.
 // found_inf is the flag unscale-and-check sets and the optimizer updates read.
 struct LossScaleState {
@@ -41,10 +41,13 @@ struct LossScaleState {
   std::int64_t skipped = 0;
   std::int64_t consecutive_skipped = 0;
   std::int64_t last_skipped = 0;  // 0 or 1
+  // Consecutive skipped steps that ran at a scale that could not go lower (a dynamic scale at 1,
+  // or a fixed scale): what loss_scale_stuck counts.
+  std::int64_t skipped_at_floor = 0;
 };
-static_assert(sizeof(LossScaleState) == 5 * sizeof(std::int64_t) &&
+static_assert(sizeof(LossScaleState) == 6 * sizeof(std::int64_t) &&
                   offsetof(LossScaleState, scale) == 0,
-              "the loss-scale state is 5 int64 elements and its scale view reads float32 byte 0");
+              "the loss-scale state is 6 int64 elements and its scale view reads float32 byte 0");
 inline constexpr std::size_t kFoundInfOffset = offsetof(LossScaleState, found_inf);
 
 // Whether a float32 scale may double: twice it is still finite in float32 (Keras's rule), so a
@@ -63,6 +66,8 @@ MIXPREC_HOST_DEVICE inline void apply_loss_scale_rule(bool non_finite, LossScale
                                                       std::int64_t growth_steps,
                                                       LossScaleState& s) {
   if (non_finite) {
+    const bool at_floor = mode == LossScaleMode::fixed || s.scale <= 1.0f;
+    s.skipped_at_floor = at_floor ? s.skipped_at_floor + 1 : 0;
     ++s.skipped;
     ++s.consecutive_skipped;
     s.last_skipped = 1;
@@ -74,6 +79,7 @@ MIXPREC_HOST_DEVICE inline void apply_loss_scale_rule(bool non_finite, LossScale
     return;
   }
   s.consecutive_skipped = 0;
+  s.skipped_at_floor = 0;
   s.last_skipped = 0;
   if (mode != LossScaleMode::dynamic) return;
   if (++s.counter >= growth_steps) {
@@ -91,10 +97,10 @@ MIXPREC_HOST_DEVICE inline void loss_scale_step(LossScaleMode mode, std::int64_t
 }
 
 // Halving cannot help once a dynamic scale is at 1, nor ever for a fixed scale: `run` consecutive
-// skipped steps there mean training makes no progress.
-MIXPREC_HOST_DEVICE inline bool loss_scale_stuck(const LossScaleState& s, LossScaleMode mode,
-                                                 std::int64_t run) {
-  return s.consecutive_skipped >= run && (s.scale <= 1.0f || mode == LossScaleMode::fixed);
+// skipped steps that ran there (the halvings down to 1 not counted) mean training makes no
+// progress.
+MIXPREC_HOST_DEVICE inline bool loss_scale_stuck(const LossScaleState& s, std::int64_t run) {
+  return s.skipped_at_floor >= run;
 }
 
 // ---- unscale-and-check, one element ----
