@@ -10,6 +10,7 @@
 #include "mixprec/error.h"
 #include "mixprec/losses.h"
 #include "mixprec/ops.h"
+#include "ops/checks.h"
 
 namespace mixprec::losses {
 
@@ -19,9 +20,7 @@ using detail::FromLogits;
 
 FromLogits from(bool from_logits) { return from_logits ? FromLogits::yes : FromLogits::no; }
 
-std::string describe(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
-}
+using ops::describe;  // "float16 (32, 10)"
 
 // y_pred (..., C) -> C, checking that there is a non-empty class axis.
 std::int64_t class_count(const char* loss, const Tensor& pred) {

@@ -8,6 +8,7 @@
 #include "mixprec/error.h"
 #include "mixprec/losses.h"
 #include "mixprec/ops.h"
+#include "ops/checks.h"
 
 namespace mixprec::losses {
 
@@ -41,9 +42,7 @@ Loss get(std::string_view name) {
 namespace detail {
 
 namespace {
-std::string describe(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
-}
+using ops::describe;  // "float16 (32, 10)"
 }  // namespace
 
 Tensor prediction(const char* loss, const Tensor& y_pred) {

@@ -11,14 +11,13 @@
 #include "mixprec/error.h"
 #include "mixprec/metrics.h"
 #include "mixprec/ops.h"
+#include "ops/checks.h"
 
 namespace mixprec::metrics {
 
 namespace {
 
-std::string describe(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
-}
+using ops::describe;  // "float16 (32, 10)"
 
 void check_defined(const std::string& metric, const Tensor& y_true, const Tensor& y_pred) {
   if (!y_true.defined() || !y_pred.defined()) {

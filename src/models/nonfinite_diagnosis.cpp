@@ -13,6 +13,7 @@
 #include "mixprec/ops.h"
 #include "models/model_impl.h"
 #include "models/training_state.h"
+#include "ops/checks.h"
 
 namespace mixprec::models {
 
@@ -29,9 +30,7 @@ bool finite(const std::vector<Tensor>& ts) {
   return true;
 }
 
-std::string describe(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
-}
+using ops::describe;  // "float16 (32, 10)"
 
 std::string describe_layer(const layers::Layer& l, const std::string& path) {
   return "layer '" + path + "' (" + l.class_name() + ", policy " + l.dtype_policy().name() + ")";

@@ -20,6 +20,7 @@
 #include "models/model_impl.h"
 #include "models/train_step.h"
 #include "models/training_state.h"
+#include "ops/checks.h"
 
 namespace mixprec {
 
@@ -59,9 +60,7 @@ bool uses_mixed_policy(const Model& model) {
   return found;
 }
 
-std::string describe(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
-}
+using ops::describe;  // "float16 (32, 10)"
 
 }  // namespace
 

@@ -15,15 +15,14 @@
 #include "mixprec/creation.h"
 #include "mixprec/error.h"
 #include "mixprec/optimizers.h"
+#include "ops/checks.h"
 #include "optimizers/optimizer_impl.h"
 
 namespace mixprec::optimizers {
 
 namespace {
 
-std::string describe(const Tensor& t) {
-  return std::string(dtype_name(t.dtype())) + " " + t.shape().to_string();
-}
+using ops::describe;  // "float16 (32, 10)"
 
 // A float32 host copy with its own storage (exported and imported state must not alias live
 // slots); slots on a GPU are copied back (a synchronisation).

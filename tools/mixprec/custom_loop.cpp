@@ -73,7 +73,7 @@ LossAndAccuracy evaluate_in_batches(Model& model, const data::Pipeline& data,
 
 History custom_training_loop(Model& model, optimizers::Optimizer optimizer,
                              const data::Pipeline& all, const CustomLoopOptions& options) {
-  const auto scaler = mixed_precision::as_loss_scale_optimizer(optimizer);
+  auto scaler = mixed_precision::as_loss_scale_optimizer(optimizer);
   const losses::SparseCategoricalCrossentropy loss_object;
   const std::vector<Tensor> variables = model.trainable_variables();
   const Device device = model_device(model);
@@ -103,14 +103,14 @@ History custom_training_loop(Model& model, optimizers::Optimizer optimizer,
       GradientTape tape;
       const Tensor predictions = model(batch.x, {.training = true});  // (b, classes) float32
       const Tensor loss = loss_object(batch.y, predictions);          // scalar float32
-      std::vector<Tensor> grads;
       if (scaler) {
-        grads =
+        // The UnscaledGradients carry the verdict of the unscale pass: no second check.
+        const auto grads =
             scaler->get_unscaled_gradients(tape.gradient(scaler->get_scaled_loss(loss), variables));
+        scaler->apply_gradients(grads, variables);
       } else {
-        grads = tape.gradient(loss, variables);
+        optimizer.apply_gradients(tape.gradient(loss, variables), variables);
       }
-      optimizer.apply_gradients(grads, variables);
       const double loss_value = loss.item();  // waits for the step to finish
       log.step_ms.push_back(ms_since(step_start));
       loss_mean.update_state(loss_value);

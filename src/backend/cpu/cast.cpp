@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/kernel_math/cast_math.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
 #include "mixprec/convert.h"
@@ -76,19 +77,8 @@ Tensor cast(const Tensor& x, DType dtype) {
         if constexpr (std::is_same_v<Out, bool>) {
           for (std::int64_t i = 0; i < n; ++i) o[i] = v[i] != C(0) ? C(1) : C(0);
         } else if constexpr (std::is_integral_v<Out>) {
-          // Float to integer: truncate toward zero; NaN -> 0 and out-of-range values saturate,
-          // where a bare static_cast would be undefined behaviour.
-          constexpr C lo = static_cast<C>(std::numeric_limits<Out>::min());
-          // int64's max rounds up to 2^63 in double, itself out of range: step one value down.
-          const C hi_rounded = static_cast<C>(std::numeric_limits<Out>::max());
-          const C hi = static_cast<long double>(hi_rounded) >
-                               static_cast<long double>(std::numeric_limits<Out>::max())
-                           ? std::nextafter(hi_rounded, C(0))
-                           : hi_rounded;
-          for (std::int64_t i = 0; i < n; ++i) {
-            const C t = std::trunc(v[i]);
-            o[i] = std::isnan(t) ? C(0) : (t <= lo ? lo : (t >= hi ? hi : t));
-          }
+          // Float to integer: truncated, NaN -> 0, saturated (kernel_math, shared with CUDA).
+          for (std::int64_t i = 0; i < n; ++i) o[i] = C(kernel_math::saturating_cast<Out>(v[i]));
         } else {
           std::copy(v, v + n, o);
         }

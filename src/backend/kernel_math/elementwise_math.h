@@ -35,6 +35,7 @@ MIXPREC_KM_FN(sqrt_, sqrtf, sqrt)
 MIXPREC_KM_FN(tanh_, tanhf, tanh)
 MIXPREC_KM_FN(erf_, erff, erf)
 MIXPREC_KM_FN(fabs_, fabsf, fabs)
+MIXPREC_KM_FN(trunc_, truncf, trunc)
 MIXPREC_KM_FN2(pow_, powf, pow)
 #undef MIXPREC_KM_FN
 #undef MIXPREC_KM_FN2

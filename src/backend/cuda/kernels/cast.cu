@@ -3,6 +3,7 @@
 // that reads and writes any dtype at run time (a uniform switch per element), which keeps the
 // 8 x 8 dtype pairs from becoming 64 kernel instantiations.
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/kernel_math/cast_math.h"
 
 namespace mixprec::cuda::kernels {
 
@@ -61,16 +62,6 @@ __device__ __forceinline__ std::int64_t load_as_int64(const void* base, DType dt
   }
 }
 
-// Float to integer: truncate toward zero, NaN -> 0, saturate at the type's range (a plain
-// conversion of an out-of-range value is undefined). `hi` is the largest double not above the
-// type's maximum (int64's maximum itself rounds up to 2^63 in double).
-template <typename I>
-__device__ __forceinline__ I saturate(double v, double lo, double hi) {
-  const double t = trunc(v);
-  if (t != t) return I(0);
-  return static_cast<I>(t <= lo ? lo : (t >= hi ? hi : t));
-}
-
 __device__ __forceinline__ void store_from_double(void* base, DType dtype, std::int64_t i,
                                                   double v) {
   switch (dtype) {
@@ -84,14 +75,13 @@ __device__ __forceinline__ void store_from_double(void* base, DType dtype, std::
       return;
     case DType::float64: static_cast<double*>(base)[i] = v; return;
     case DType::int32:
-      static_cast<std::int32_t*>(base)[i] = saturate<std::int32_t>(v, -2147483648.0, 2147483647.0);
+      static_cast<std::int32_t*>(base)[i] = kernel_math::saturating_cast<std::int32_t>(v);
       return;
     case DType::int64:
-      static_cast<std::int64_t*>(base)[i] =
-          saturate<std::int64_t>(v, -9223372036854775808.0, 9223372036854774784.0);
+      static_cast<std::int64_t*>(base)[i] = kernel_math::saturating_cast<std::int64_t>(v);
       return;
     case DType::uint8:
-      static_cast<std::uint8_t*>(base)[i] = saturate<std::uint8_t>(v, 0.0, 255.0);
+      static_cast<std::uint8_t*>(base)[i] = kernel_math::saturating_cast<std::uint8_t>(v);
       return;
     case DType::bool_: static_cast<bool*>(base)[i] = v != 0.0; return;  // NaN != 0: true
   }
