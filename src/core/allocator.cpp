@@ -167,13 +167,15 @@ std::size_t cpu_cached_bytes() {
 MemoryStats memory_stats(Device device) {
   Counters& c = counters(device);
   MemoryStats stats{c.current.load(), c.peak.load(), c.allocations.load(), 0};
-  stats.cached_bytes = backend_for(device).runtime->cached_bytes(device);
+  // A device kind this build has no backend for has allocated nothing: nothing is cached either.
+  const Backend* backend = find_backend(device.type);
+  stats.cached_bytes = backend == nullptr ? 0 : backend->runtime->cached_bytes(device);
   return stats;
 }
 
 void empty_cache(Device device) {
   counters(device);  // validates the index
-  backend_for(device).runtime->empty_cache(device);
+  if (const Backend* backend = find_backend(device.type)) backend->runtime->empty_cache(device);
 }
 
 void reset_peak_memory_stats(Device device) {
