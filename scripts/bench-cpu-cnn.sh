@@ -136,8 +136,10 @@ merged["notes"] = {
     "tflops": "3 * forward convolution and dense FLOPs (2 per multiply-add) * batch / median step",
     "peak_memory_bytes": "mixprec: peak tensor bytes (mixprec::memory_stats); "
                          "torch on the CPU: process peak RSS (not comparable)",
-    "torch-compile": ("not run: torch %s has no torch.compile" % merged["workload"]["torch_version"]
-                      if merged["workload"].get("torch_version", "1.").startswith("1.")
+    "torch-compile": ("not run: no PyTorch peer in this run (SKIP_TORCH=1)"
+                      if "torch_version" not in merged["workload"]
+                      else "not run: torch %s has no torch.compile" % merged["workload"]["torch_version"]
+                      if merged["workload"]["torch_version"].startswith("1.")
                       else "not run on the CPU (the GPU benchmark times it)"),
 }
 with open(out, "w") as f:

@@ -12,7 +12,8 @@ namespace mixprec::cpu {
 
 namespace {
 
-// One switch per chunk, then a tight loop the compiler can vectorise for the simple ops.
+// One switch per chunk, then a loop with the op a constant (vectorised by hand or by the compiler
+// for the simplest ops).
 template <typename C>
 void forward_chunk(UnaryOp op, C* out, const C* x, std::int64_t n) {
   switch (op) {
@@ -30,9 +31,40 @@ void forward_chunk(UnaryOp op, C* out, const C* x, std::int64_t n) {
         exp_floats(out, x, n);
         return;
       }
-      [[fallthrough]];
-    default:
-      for (std::int64_t i = 0; i < n; ++i) out[i] = kernel_math::unary_value(op, x[i]);
+      break;
+    default: break;
+  }
+  switch (op) {
+#define MIXPREC_UNARY_CASE(name, text)                        \
+  case UnaryOp::name:                                         \
+    for (std::int64_t i = 0; i < n; ++i) {                    \
+      out[i] = kernel_math::unary_value(UnaryOp::name, x[i]); \
+    }                                                         \
+    return;
+    MIXPREC_FOR_EACH_UNARY_OP(MIXPREC_UNARY_CASE)
+#undef MIXPREC_UNARY_CASE
+  }
+}
+
+// dx = g * op'(x) over one chunk, with the op a constant: the shared body specialises to one
+// expression per op (relu's derivative ignores y, so its recomputation is dropped), which the
+// compiler can vectorise, rather than a switch per element.
+template <UnaryOp Op, typename C>
+void backward_loop(C* o, const C* g, const C* x, const C* y, std::int64_t n,
+                   kernel_math::RecomputeForward recompute) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    o[i] = kernel_math::unary_backward_value(Op, g[i], x[i], y[i], recompute);
+  }
+}
+
+template <typename C>
+void backward_chunk(UnaryOp op, C* o, const C* g, const C* x, const C* y, std::int64_t n,
+                    kernel_math::RecomputeForward recompute) {
+  switch (op) {
+#define MIXPREC_UNARY_CASE(name, text) \
+  case UnaryOp::name: return backward_loop<UnaryOp::name>(o, g, x, y, n, recompute);
+    MIXPREC_FOR_EACH_UNARY_OP(MIXPREC_UNARY_CASE)
+#undef MIXPREC_UNARY_CASE
   }
 }
 
@@ -57,9 +89,7 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
           // A 16-bit y is rounded: recompute it in float from x (kernel_math).
           constexpr auto recompute = core::is_half_v<T> ? kernel_math::RecomputeForward::yes
                                                         : kernel_math::RecomputeForward::no;
-          for (std::int64_t i = 0; i < n; ++i) {
-            o[i] = kernel_math::unary_backward_value(op, gv[i], xv[i], yv[i], recompute);
-          }
+          backward_chunk(op, o, gv, xv, yv, n, recompute);
         });
   });
   return out;
