@@ -238,8 +238,7 @@ TEST(GpuDenseEpilogueTest, MatmulEpilogueChecksItsBias) {
   const Tensor b = on_gpu(sample(Shape{6, 5}, 0.0, 1.0, kFloat16, 2));
   expect_error<ValueError>(
       [&] {
-        cuda::matmul_epilogue(a, b, Transpose::no, Transpose::no, kFloat16,
-                              Epilogue::relu_bias,
+        cuda::matmul_epilogue(a, b, Transpose::no, Transpose::no, kFloat16, Epilogue::relu_bias,
                               on_gpu(sample(Shape{5}, 0.0, 1.0, kFloat32, 3)));
       },
       {"bias of shape (5,)", "float16"});
@@ -258,8 +257,8 @@ TEST(GpuDenseEpilogueTest, BiasGradientEpilogueSumsTheColumns) {
     SCOPED_TRACE(dtype_name(dtype));
     const Tensor x = sample(Shape{45, 13}, 0.0, 1.0, dtype, 7);
     const Tensor dz = sample(Shape{45, 19}, 0.0, 1.0, dtype, 8);
-    const EpilogueResult r = cuda::matmul_epilogue(
-        on_gpu(x), on_gpu(dz), Transpose::yes, Transpose::no, kFloat32, Epilogue::bias_grad);
+    const EpilogueResult r = cuda::matmul_epilogue(on_gpu(x), on_gpu(dz), Transpose::yes,
+                                                   Transpose::no, kFloat32, Epilogue::bias_grad);
     const Tensor x32 = x.to(kFloat32), dz32 = dz.to(kFloat32);
     EXPECT_TRUE(all_close(on_cpu(r.out), matmul(x32, dz32, Transpose::yes), {1e-5, 1e-5}));
     EXPECT_TRUE(all_close(on_cpu(r.bias_grad), sum(dz32, {0}), {1e-5, 1e-5}));

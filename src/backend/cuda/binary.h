@@ -6,7 +6,6 @@
 
 namespace mixprec::cuda {
 
-
 // out = a (op) b with broadcasting; a and b have the same floating dtype and CUDA device; out is a
 // new contiguous tensor of the broadcast shape.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);

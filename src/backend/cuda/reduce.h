@@ -9,7 +9,6 @@
 
 namespace mixprec::cuda {
 
-
 // Reduces the axes where reduce_axis[i] is true; the result keeps every axis with extent 1 on the
 // reduced ones. Same dtype as x (floating). Sums are multiplied by `scale` before the one rounding.
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis,

@@ -6,7 +6,6 @@
 
 namespace mixprec::cuda {
 
-
 // Broadcasting comparison of two tensors of the same dtype (any dtype); returns bool.
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b);
 // cond (bool) ? a : b, broadcasting all three; a and b share a floating dtype.

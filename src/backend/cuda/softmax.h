@@ -6,7 +6,6 @@
 
 namespace mixprec::cuda {
 
-
 // x of any strides and a floating dtype; `axis` normalised. Returns a contiguous tensor of x's
 // shape and dtype (formulas in cpu/softmax.h).
 Tensor softmax_forward(SoftmaxKind kind, const Tensor& x, int axis);

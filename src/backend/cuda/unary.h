@@ -7,7 +7,6 @@
 
 namespace mixprec::cuda {
 
-
 Tensor unary(UnaryOp op, const Tensor& x);
 Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y);
 

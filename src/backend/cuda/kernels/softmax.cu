@@ -165,8 +165,9 @@ void softmax_forward(SoftmaxKind kind, DType dtype, const void* x, std::int64_t 
   check_launch("softmax_forward");
 }
 
-void softmax_backward(SoftmaxKind kind, DType dtype, const void* g, const void* y, std::int64_t outer,
-                      std::int64_t length, std::int64_t inner, void* dx, cudaStream_t s) {
+void softmax_backward(SoftmaxKind kind, DType dtype, const void* g, const void* y,
+                      std::int64_t outer, std::int64_t length, std::int64_t inner, void* dx,
+                      cudaStream_t s) {
   dispatch_floating(dtype, "softmax backward", [&]<typename T>() {
     const T* gp = static_cast<const T*>(g);
     const T* yp = static_cast<const T*>(y);
