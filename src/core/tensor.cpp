@@ -60,6 +60,15 @@ Tensor make_view(const Tensor& base, const Shape& shape, std::vector<std::int64_
   return Tensor(std::move(impl));
 }
 
+Tensor pad_rank(const Tensor& x, int rank) {
+  if (x.rank() == rank) return x;
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank - x.rank()), 1);
+  std::vector<std::int64_t> strides(dims.size(), x.numel());
+  dims.insert(dims.end(), x.shape().begin(), x.shape().end());
+  strides.insert(strides.end(), x.strides().begin(), x.strides().end());
+  return make_view(x, Shape(dims), strides, x.offset());
+}
+
 }  // namespace core
 
 const Shape& Tensor::shape() const { return checked(impl_).shape; }

@@ -23,8 +23,8 @@ struct TensorImpl {
 
   // autograd
   bool requires_grad = false;
-  Tensor grad;                                // accumulated gradient of a leaf
-  std::shared_ptr<autograd::Node> grad_fn;    // the op that produced this tensor, if recorded
+  Tensor grad;                              // accumulated gradient of a leaf
+  std::shared_ptr<autograd::Node> grad_fn;  // the op that produced this tensor, if recorded
   std::shared_ptr<autograd::Node> grad_accumulator;  // leaf's accumulation node, made on first use
 };
 
@@ -34,6 +34,8 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device);
 // A view of `base`'s storage with the given geometry (no autograd state).
 Tensor make_view(const Tensor& base, const Shape& shape, std::vector<std::int64_t> strides,
                  std::int64_t offset);
+// x viewed with leading extent-1 axes up to `rank` (no copy, no autograd); x itself at that rank.
+Tensor pad_rank(const Tensor& x, int rank);
 }  // namespace core
 
 }  // namespace mixprec

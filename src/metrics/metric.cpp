@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "metrics/metric_config.h"
 #include "metrics/metric_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
@@ -116,6 +117,18 @@ Metric get(std::string_view name, std::string_view loss_name) {
   throw ValueError("metrics::get: unknown metric '" + std::string(name) +
                    "'; valid names: accuracy (or acc), sparse_categorical_accuracy, "
                    "categorical_accuracy, binary_accuracy");
+}
+
+std::optional<Metric> from_config(const Metric::Config& config) {
+  const std::string& cls = config.class_name;
+  const MetricOptions named{.name = config.name};
+  if (cls == "Accuracy") return Accuracy(named);
+  if (cls == "SparseCategoricalAccuracy") return SparseCategoricalAccuracy(named);
+  if (cls == "CategoricalAccuracy") return CategoricalAccuracy(named);
+  if (cls == "Mean") return Mean(named);
+  if (cls == "BinaryAccuracy")
+    return BinaryAccuracy({.name = config.name, .threshold = config.threshold});
+  return std::nullopt;
 }
 
 }  // namespace mixprec::metrics

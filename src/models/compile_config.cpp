@@ -7,6 +7,7 @@
 #include <string>
 #include <variant>
 
+#include "metrics/metric_config.h"
 #include "mixprec/error.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/models/model_config.h"
@@ -311,17 +312,12 @@ std::variant<std::string, metrics::Metric> read_metric(const json& v, const std:
   const std::string cls = m.string("class_name", 64);
   Object c(m.get("config"), where + ".config");
   m.finish();
-  const std::string name = c.string("name", 64);
+  metrics::Metric::Config config{.class_name = cls, .name = c.string("name", 64)};
   if (cls == "BinaryAccuracy") {
-    const double threshold = c.number("threshold", 0, 1, Upper::inclusive, "a number in [0, 1]");
-    c.finish();
-    return metrics::BinaryAccuracy({.name = name, .threshold = threshold});
+    config.threshold = c.number("threshold", 0, 1, Upper::inclusive, "a number in [0, 1]");
   }
   c.finish();
-  if (cls == "Accuracy") return metrics::Accuracy({.name = name});
-  if (cls == "SparseCategoricalAccuracy") return metrics::SparseCategoricalAccuracy({.name = name});
-  if (cls == "CategoricalAccuracy") return metrics::CategoricalAccuracy({.name = name});
-  if (cls == "Mean") return metrics::Mean({.name = name});
+  if (std::optional<metrics::Metric> metric = metrics::from_config(config)) return *metric;
   m.bad("class_name",
         "Accuracy, SparseCategoricalAccuracy, CategoricalAccuracy, BinaryAccuracy or Mean",
         json(cls));

@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "metrics/metric_config.h"
 #include "mixprec/autograd.h"
 #include "mixprec/error.h"
 #include "mixprec/logging.h"
@@ -208,20 +209,11 @@ losses::Loss compiled_loss(const Model& model, const CompileOptions& options) {
 
 // A metric of the same kind, name and options as `m` with a state of its own (evaluate()'s
 // counterpart of a Metric object given to compile()). Every metric the public API makes has a
-// config; one without (an internal MetricImpl) or of a kind not listed here is shared instead.
+// config; one without (an internal MetricImpl) is shared instead.
 metrics::Metric with_own_state(const metrics::Metric& m) {
   const std::optional<metrics::Metric::Config>& c = m.get_config();
   if (!c) return m;
-  const metrics::MetricOptions named{.name = c->name};
-  if (c->class_name == "Accuracy") return metrics::Accuracy(named);
-  if (c->class_name == "SparseCategoricalAccuracy")
-    return metrics::SparseCategoricalAccuracy(named);
-  if (c->class_name == "CategoricalAccuracy") return metrics::CategoricalAccuracy(named);
-  if (c->class_name == "Mean") return metrics::Mean(named);
-  if (c->class_name == "BinaryAccuracy") {
-    return metrics::BinaryAccuracy({.name = c->name, .threshold = c->threshold});
-  }
-  return m;
+  return metrics::from_config(*c).value_or(m);
 }
 
 // The metrics of compile(): the training ones (the Metric objects given, so the caller's handle

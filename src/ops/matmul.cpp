@@ -40,16 +40,6 @@ Shape batch_shape(const Shape& shape) {
   return Shape(std::vector<std::int64_t>(shape.begin(), shape.end() - 2));
 }
 
-// x viewed with leading extent-1 axes up to `rank` (no copy, no autograd).
-Tensor pad_rank(const Tensor& x, int rank) {
-  if (x.rank() == rank) return x;
-  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank - x.rank()), 1);
-  std::vector<std::int64_t> strides(dims.size(), x.numel());
-  dims.insert(dims.end(), x.shape().begin(), x.shape().end());
-  strides.insert(strides.end(), x.strides().begin(), x.strides().end());
-  return core::make_view(x, Shape(dims), strides, x.offset());
-}
-
 // x (B..., M, K) viewed as (B*...*M, K) when its batch and row axes merge without a copy;
 // undefined otherwise.
 Tensor fold_rows(const Tensor& x) {
@@ -100,7 +90,8 @@ Tensor matmul_impl(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
     }
   }
   const int rank = std::max(a.rank(), b.rank());
-  return backend_matmul(pad_rank(a.detach(), rank), pad_rank(b.detach(), rank), ta, tb, out_dtype);
+  return backend_matmul(core::pad_rank(a.detach(), rank), core::pad_rank(b.detach(), rank), ta, tb,
+                        out_dtype);
 }
 
 struct MatmulBackward final : autograd::Node {
@@ -235,8 +226,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose transpose_a, Transpose
   const Tensor ad = a.detach(), bd = b.detach();
   const int rank = std::max(a.rank(), b.rank());
   Tensor out = backend_for(a.device())
-                   .nn->matmul(pad_rank(ad, rank), pad_rank(bd, rank), transpose_a, transpose_b,
-                               a.dtype(), Accumulation::compute_dtype);
+                   .nn->matmul(core::pad_rank(ad, rank), core::pad_rank(bd, rank), transpose_a,
+                               transpose_b, a.dtype(), Accumulation::compute_dtype);
   if (!autograd::needs_record({&a, &b})) return out;
   auto node = std::make_shared<MatmulAccumulationBackward>();
   node->a_shape = a.shape();

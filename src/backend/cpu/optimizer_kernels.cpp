@@ -105,17 +105,52 @@ bool has_avx2() {
   return has;
 }
 #endif
+
+enum class Output { write, none };
+
+// Whether some element of src (contiguous, floating) times `inverse`, as float32, is Inf or NaN;
+// with Output::write the products are stored in out as well. The portable path of
+// unscale_and_check and the whole of check_finite.
+template <Output kOutput>
+bool unscaled_non_finite(const Tensor& src, double inverse, float* out, const char* op) {
+  const std::int64_t n = src.numel();
+  bool non_finite = false;
+  core::dispatch_floating(src.dtype(), op, [&]<typename T>() {
+    using C = core::compute_t<T>;
+    const T* in = static_cast<const T*>(src.data_ptr());
+    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) reduction(|| : non_finite) if (n >= kParallelThreshold)
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::int64_t start = c * kChunk, m = std::min(kChunk, n - start);
+      alignas(64) C buffer[kChunk];
+      gather(in + start, 1, m, buffer);  // 16-bit values widen to float here (F16C when present)
+      // Non-finite test on the bits (exponent all ones): integer code that vectorises together
+      // with the scaling (checked with -fopt-info-vec), whatever the floating-point flags.
+      std::uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+      for (std::int64_t i = 0; i < m; ++i) {
+        const float value = kernel_math::unscale_element(static_cast<double>(buffer[i]), inverse);
+        if constexpr (kOutput == Output::write) out[start + i] = value;
+        bad |=
+            static_cast<std::uint32_t>(kernel_math::non_finite_bits(kernel_math::bits_of(value)));
+      }
+      non_finite = non_finite || bad != 0;
+    }
+  });
+  return non_finite;
+}
+
 }  // namespace
 
 bool unscale_and_check(const Tensor& grad, double scale, Tensor& out) {
   const Tensor src = grad.detach().contiguous();
-  const std::int64_t n = src.numel();
   float* o = out.data<float>();
   const double inverse = 1.0 / scale;
-  bool non_finite = false;
 #if defined(__x86_64__) && defined(__GNUC__)
   if (src.dtype() == DType::float32 && has_avx2() &&
       reinterpret_cast<std::uintptr_t>(o) % 32 == 0) {
+    const std::int64_t n = src.numel();
+    bool non_finite = false;
     const float* in = src.data<float>();
     constexpr std::int64_t kBlock = 1 << 14;  // a multiple of 8: every block stays 32-byte aligned
     const std::int64_t blocks = (n + kBlock - 1) / kBlock;
@@ -129,56 +164,12 @@ bool unscale_and_check(const Tensor& grad, double scale, Tensor& out) {
     return !non_finite;
   }
 #endif
-  core::dispatch_floating(src.dtype(), "unscale_and_check", [&]<typename T>() {
-    using C = core::compute_t<T>;
-    const T* in = static_cast<const T*>(src.data_ptr());
-    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) reduction(|| : non_finite) if (n >= kParallelThreshold)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::int64_t start = c * kChunk, m = std::min(kChunk, n - start);
-      alignas(64) C buffer[kChunk];
-      gather(in + start, 1, m, buffer);  // 16-bit values widen to float here (F16C when present)
-      float* dst = o + start;
-      // Non-finite test on the bits (exponent all ones): integer code that vectorises together
-      // with the scaling (checked with -fopt-info-vec), whatever the floating-point flags.
-      std::uint32_t bad = 0;
-#pragma omp simd reduction(| : bad)
-      for (std::int64_t i = 0; i < m; ++i) {
-        const float value = kernel_math::unscale_element(static_cast<double>(buffer[i]), inverse);
-        dst[i] = value;
-        bad |=
-            static_cast<std::uint32_t>(kernel_math::non_finite_bits(kernel_math::bits_of(value)));
-      }
-      non_finite = non_finite || bad != 0;
-    }
-  });
-  return !non_finite;
+  return !unscaled_non_finite<Output::write>(src, inverse, o, "unscale_and_check");
 }
 
 bool finite_as_float32(const Tensor& grad) {
   const Tensor src = grad.detach().contiguous();
-  const std::int64_t n = src.numel();
-  bool non_finite = false;
-  core::dispatch_floating(src.dtype(), "check_finite", [&]<typename T>() {
-    using C = core::compute_t<T>;
-    const T* in = static_cast<const T*>(src.data_ptr());
-    const std::int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) reduction(|| : non_finite) if (n >= kParallelThreshold)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      const std::int64_t start = c * kChunk, m = std::min(kChunk, n - start);
-      alignas(64) C buffer[kChunk];
-      gather(in + start, 1, m, buffer);
-      std::uint32_t bad = 0;
-#pragma omp simd reduction(| : bad)
-      for (std::int64_t i = 0; i < m; ++i) {
-        const float value = kernel_math::unscale_element(static_cast<double>(buffer[i]), 1.0);
-        bad |=
-            static_cast<std::uint32_t>(kernel_math::non_finite_bits(kernel_math::bits_of(value)));
-      }
-      non_finite = non_finite || bad != 0;
-    }
-  });
-  return !non_finite;
+  return !unscaled_non_finite<Output::none>(src, 1.0, nullptr, "check_finite");
 }
 
 }  // namespace mixprec::cpu

@@ -26,16 +26,6 @@ Tensor matmul_entry(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb
 
 Transpose flip(Transpose t) { return t == Transpose::yes ? Transpose::no : Transpose::yes; }
 
-// x viewed with leading extent-1 axes up to `rank` (no copy).
-Tensor pad_rank(const Tensor& x, int rank) {
-  if (x.rank() == rank) return x;
-  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank - x.rank()), 1);
-  std::vector<std::int64_t> strides(dims.size(), x.numel());
-  dims.insert(dims.end(), x.shape().begin(), x.shape().end());
-  strides.insert(strides.end(), x.strides().begin(), x.strides().end());
-  return core::make_view(x, Shape(dims), strides, x.offset());
-}
-
 // cuBLASLt with the 16-bit compute type (float16; bfloat16 has none and accumulates in float32).
 // The products of batch axes the output was broadcast along are summed by sum_to (float32
 // accumulation, rounded once), not in a running 16-bit sum as on the CPU. A transposed output is
@@ -43,7 +33,7 @@ Tensor pad_rank(const Tensor& x, int rank) {
 Tensor matmul_summed(const Tensor& l, Transpose tl, const Tensor& r, Transpose tr,
                      const Shape& out_shape, Transpose to) {
   const int rank = std::max(l.rank(), r.rank());
-  const Tensor lp = pad_rank(l.detach(), rank), rp = pad_rank(r.detach(), rank);
+  const Tensor lp = core::pad_rank(l.detach(), rank), rp = core::pad_rank(r.detach(), rank);
   const Tensor product =
       to == Transpose::no
           ? cuda::matmul(lp, rp, tl, tr, l.dtype(), Accumulation::compute_dtype)

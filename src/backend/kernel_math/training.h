@@ -6,8 +6,8 @@
 // (tests/unit/training_math_test.cpp) check them against a double-precision reference, so every
 // line the GPU runs here is also run and tested on the CPU.
 //
-// No CUDA header is needed: MIXPREC_HOST_DEVICE expands to __host__ __device__ under nvcc and to
-// nothing otherwise.
+// No CUDA header is needed: MIXPREC_HOST_DEVICE (host_device.h) expands to __host__ __device__
+// under nvcc and to nothing otherwise.
 #pragma once
 
 #include <cmath>
@@ -16,13 +16,7 @@
 #include <cstring>
 #include <limits>
 
-#ifndef MIXPREC_HOST_DEVICE
-#if defined(__CUDACC__)
-#define MIXPREC_HOST_DEVICE __host__ __device__
-#else
-#define MIXPREC_HOST_DEVICE
-#endif
-#endif
+#include "backend/kernel_math/host_device.h"
 
 namespace mixprec::kernel_math {
 
