@@ -16,6 +16,7 @@
 #include "mixprec/data/pipeline.h"
 #include "mixprec/data/synthetic.h"
 #include "mixprec/device.h"
+#include "mixprec/distributed/distributed.h"
 #include "mixprec/dtype.h"
 #include "mixprec/error.h"
 #include "mixprec/float16.h"
