@@ -242,7 +242,8 @@ class FitLoop {
       const data::Batch batch = batches.next();
       // step_ms: the optimisation step itself (forward, backward, update, metrics), without
       // batch assembly or callbacks; on a GPU measured there with events (step_timer.h).
-      if (dp) step_.shard_weight = dp->shard_weight(distributed::detail::global_batch_rows(epoch, i));
+      if (dp)
+        step_.shard_weight = dp->shard_weight(distributed::detail::global_batch_rows(epoch, i));
       timer_.step_started();
       models::train_step(step_, batch.x, batch.y, {e + 1, i + 1});
       timer_.step_finished();
@@ -257,9 +258,8 @@ class FitLoop {
   }
 
   void validate(callbacks::Logs::Values& logs) {
-    const Scores scores =
-        models::evaluate_with_callbacks(model_, state_, *data_.validation, options_.batch_size,
-                                        callbacks_, step_.data_parallel);
+    const Scores scores = models::evaluate_with_callbacks(
+        model_, state_, *data_.validation, options_.batch_size, callbacks_, step_.data_parallel);
     callbacks_.set_steps(steps_);
     // evaluate counts into state_.test_metrics: the training metrics keep the epoch's values.
     for (const auto& [name, value] : scores.values) logs.emplace_back("val_" + name, value);
