@@ -205,7 +205,7 @@ class FitLoop {
     run_batches(epoch, first_step, e, skipped_before);
 
     std::vector<double> step_ms = timer_.take_times();
-    callbacks::Logs::Values logs = training_logs(state_, skipped_before, distributed());
+    callbacks::Logs::Values logs = training_logs(state_, skipped_before, data_parallel());
     if (data_.validation) validate(logs);
     double total_ms = 0.0;
     for (double t : step_ms) total_ms += t;
@@ -265,11 +265,11 @@ class FitLoop {
     for (const auto& [name, value] : scores.values) logs.emplace_back("val_" + name, value);
   }
 
-  bool distributed() const { return step_.data_parallel != nullptr; }
+  bool data_parallel() const { return step_.data_parallel != nullptr; }
   // A callback that stops training on one rank (TerminateOnNaN on its own loss, ...) stops it on
   // every rank after the same batch, so that no rank waits for the others' next collective.
   void agree_on_stopping() {
-    if (!distributed()) return;
+    if (!data_parallel()) return;
     models::ModelImpl& impl = model_.model_impl();
     impl.stop_training = distributed::detail::any_rank(impl.stop_training);
   }

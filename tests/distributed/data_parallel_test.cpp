@@ -208,6 +208,47 @@ TEST(DataParallelFit, EveryRankStartsFromRankZerosWeights) {
   EXPECT_EQ(max_abs_diff(flat_weights(m), flat_weights(make_mlp(100))), 0.0);
 }
 
+TEST(DataParallelFit, UnbuiltSequentialIsBuiltThenBroadcast) {
+  DataParallel dp;
+  dp.initialize();
+  set_seed(200 + static_cast<std::uint64_t>(distributed::rank()));  // different draws per rank
+  Sequential m({layers::Dense(8, {.activation = "relu"}), layers::Dense(kClasses)});
+  m.compile({.optimizer = optimizers::SGD({.learning_rate = 0.05}),
+             .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  const Data d = make_data(12, 12);
+  m.fit(d.x, d.y, {.batch_size = 6, .verbose = Verbosity::silent, .distribute = dp});
+  ASSERT_FALSE(m.variables().empty());
+  EXPECT_TRUE(same_on_every_rank(flat_weights(m)));
+}
+
+// A Pipeline (a preprocessing step), validation_split and EarlyStopping: the validation loss is
+// over every rank's shard, so every rank stops after the same epoch.
+TEST(DataParallelFit, PipelineWithValidationMatchesOneProcess) {
+  const Data d = make_data(40, 13);
+  const data::Pipeline p = data::Pipeline(d.x, d.y).map(data::rescale(0.5));
+  FitOptions options{.batch_size = 6,
+                     .epochs = 3,
+                     .verbose = Verbosity::silent,
+                     .validation_split = 0.25,
+                     .seed = 3};
+  Model parallel = make_mlp(71);
+  compile_sgd(parallel);
+  options.distribute = DataParallel{};
+  options.callbacks = {callbacks::EarlyStopping({.monitor = "val_loss", .patience = 0})};
+  const History h_parallel = parallel.fit(p, options);
+  Model alone = make_mlp(71);
+  compile_sgd(alone);
+  options.distribute.reset();
+  options.callbacks = {callbacks::EarlyStopping({.monitor = "val_loss", .patience = 0})};
+  const History h_alone = alone.fit(p, options);
+  ASSERT_EQ(h_parallel.history.at("val_loss").size(), h_alone.history.at("val_loss").size());
+  for (std::size_t e = 0; e < h_alone.history.at("val_loss").size(); ++e) {
+    EXPECT_NEAR(h_parallel.history.at("val_loss")[e], h_alone.history.at("val_loss")[e], 1e-5);
+  }
+  EXPECT_LE(max_abs_diff(flat_weights(parallel), flat_weights(alone)), 1e-6);
+  EXPECT_TRUE(same_on_every_rank(flat_weights(parallel)));
+}
+
 // An Inf only in the last rank's shard of the first batch: every rank skips that step and halves
 // its loss scale, and the next step applies everywhere.
 TEST(DataParallelFit, InfOnOneRankSkipsTheStepOnEveryRank) {
