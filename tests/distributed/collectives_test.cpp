@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mixprec/creation.h"
@@ -110,6 +111,17 @@ TEST(Collectives, RanksAreDistinctAndLocalRanksInRange) {
   // One machine here: the local ranks are the ranks.
   EXPECT_EQ(all_reduce(static_cast<double>(local_rank()), ReduceOp::max), n - 1.0);
   barrier();
+}
+
+// D2 may overlap the gradient all-reduce with the backward pass on a communication thread: the
+// collectives work from a thread other than the one that initialised MPI.
+TEST(Collectives, FromAnotherThread) {
+  Tensor t = rank_values(DType::float32);
+  std::thread worker([&] { all_reduce(t, ReduceOp::sum); });
+  worker.join();
+  const std::vector<float> got = t.to_vector<float>();
+  for (int i = 0; i < kCount; ++i) ASSERT_EQ(got[i], expected(i, ReduceOp::sum)) << i;
+  EXPECT_EQ(all_reduce(1.0), static_cast<double>(world_size()));
 }
 
 // What each rank checks alone passes, but the ranks disagree: every rank gets the same
