@@ -47,6 +47,11 @@ if [[ "$SKIP_TORCH" != 1 ]] && ! "$PYTHON" -c "import torch" 2>/dev/null; then
     "'sudo apt-get install python3-torch', set PYTHON, or set SKIP_TORCH=1" >&2
   exit 1
 fi
+# The peer on the reference BLAS would be a straw man: install or check OpenBLAS.
+if [[ "$SKIP_TORCH" != 1 ]]; then
+  source "$root/scripts/bench-cpu-blas.sh"
+  ensure_optimised_blas "$PYTHON" bench-cpu-cnn || exit 1
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -90,8 +95,15 @@ command+=" STEPS=$STEPS WARMUP=$WARMUP POLICIES=$POLICIES scripts/bench-cpu-cnn.
 
 # Merge: the mixprec documents give device, date and each model's workload; every row goes into
 # "results" with its model.
-"$PYTHON" - "$tmp" "$OUT" "$commit" "$command" <<'PY'
+MIXPREC_ROOT="$root" "$PYTHON" - "$tmp" "$OUT" "$commit" "$command" <<'PY'
 import glob, json, os, sys
+sys.path.insert(0, os.path.join(os.environ["MIXPREC_ROOT"], "bench", "peers"))
+from cpu_blas import cpu_model as cpu_model_and_flags  # the CPU's name and bf16/AMX flags
+
+
+def cpu_model():
+    name, flags = cpu_model_and_flags()
+    return {"name": name, "flags": flags}
 tmp, out, commit, command = sys.argv[1:5]
 merged = {"device": None, "commit": commit, "date": None, "command": command,
           "workload": {"optimizer": "adam", "data": "synthetic, one batch", "models": {}}, "results": []}
@@ -117,7 +129,9 @@ for path in sorted(glob.glob(os.path.join(tmp, "torch_*.json"))):
     entry["forward_flops_per_sample"] = w["forward_flops_per_sample"]
     merged["workload"]["torch_version"] = t["torch_version"]
     merged["workload"]["torch_threads"] = t["threads"]
+    merged["workload"]["torch_blas"] = t.get("cpu_peer")
     merged["results"].extend(t["results"])
+merged["cpu_model"] = cpu_model()
 # mixprec's CNN rows carry no TFLOP/s; the peer counts the FLOPs of the same network (checked by
 # the parameter count).
 for r in merged["results"]:

@@ -36,6 +36,11 @@ if [[ "$SKIP_TORCH" != 1 ]] && ! "$PYTHON" -c "import torch" 2>/dev/null; then
     "'sudo apt-get install python3-torch', set PYTHON, or set SKIP_TORCH=1" >&2
   exit 1
 fi
+# The peer on the reference BLAS would be a straw man: install or check OpenBLAS.
+if [[ "$SKIP_TORCH" != 1 ]]; then
+  source "$root/scripts/bench-cpu-blas.sh"
+  ensure_optimised_blas "$PYTHON" bench-cpu-mlp || exit 1
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -58,8 +63,15 @@ mkdir -p "$(dirname "$OUT")"
 command="UNITS=$UNITS BATCH=$BATCH STEPS=$STEPS WARMUP=$WARMUP POLICIES=$POLICIES scripts/bench-cpu-mlp.sh"
 
 # Merge: the mixprec documents give device, date and workload; every row goes into "results".
-"$PYTHON" - "$tmp" "$OUT" "$commit" "$command" "$POLICIES" <<'PY'
+MIXPREC_ROOT="$root" "$PYTHON" - "$tmp" "$OUT" "$commit" "$command" "$POLICIES" <<'PY'
 import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["MIXPREC_ROOT"], "bench", "peers"))
+from cpu_blas import cpu_model as cpu_model_and_flags  # the CPU's name and bf16/AMX flags
+
+
+def cpu_model():
+    name, flags = cpu_model_and_flags()
+    return {"name": name, "flags": flags}
 tmp, out, commit, command, policies = sys.argv[1:6]
 docs = [json.load(open(os.path.join(tmp, "mixprec-%s.json" % p))) for p in policies.split(",")]
 merged = {"device": docs[0]["device"], "commit": commit, "date": docs[0]["date"],
@@ -76,7 +88,9 @@ if os.path.exists(peer):
     t = json.load(open(peer))
     merged["workload"]["torch_version"] = t["torch_version"]
     merged["workload"]["torch_threads"] = t["threads"]
+    merged["workload"]["torch_blas"] = t.get("cpu_peer")
     merged["results"].extend(t["results"])
+merged["cpu_model"] = cpu_model()
 with open(out, "w") as f:
     json.dump(merged, f, indent=2)
     f.write("\n")
