@@ -77,15 +77,24 @@ def time_matmul_ms(torch, repeats=3):
 
 
 def classify(libraries, matmul_ms):
-    """'openblas', 'mkl', 'reference' or 'unknown' from the mapped libraries and the timing."""
+    """'openblas', 'mkl', 'reference' or 'unknown'. torch calls the generic libblas.so.3, so the
+    file mapped under that name decides (its directory: blas/ is the reference BLAS, openblas*/
+    OpenBLAS); the library names and then the matmul time decide where no libblas.so is mapped."""
+    generic = [p for p in libraries if os.path.basename(p).startswith("libblas.so")]
+    for path in generic:
+        directory = os.path.basename(os.path.dirname(path)).lower()
+        if directory == "blas":
+            return "reference"
+        if "openblas" in directory:
+            return "openblas"
+        if "mkl" in directory:
+            return "mkl"
     names = " ".join(os.path.basename(p).lower() for p in libraries)
     if "openblas" in names:
         return "openblas"
     if "mkl" in names:
         return "mkl"
-    if any(os.path.dirname(p).endswith("/blas") for p in libraries) or matmul_ms > REFERENCE_BLAS_MS:
-        return "reference"
-    return "unknown"
+    return "reference" if matmul_ms > REFERENCE_BLAS_MS else "unknown"
 
 
 def describe(torch):
@@ -104,8 +113,8 @@ def require_optimised(record):
     if record["blas"] == "reference":
         raise SystemExit(
             "PyTorch runs on the reference BLAS (%s; 512x2048x2048 matmul %.0f ms): install "
-            "libopenblas0-pthread (sudo apt-get install libopenblas0-pthread) so that the peer "
-            "is a fair one" % (", ".join(record["blas_libraries"]) or "no BLAS library mapped",
+            "libopenblas0-pthread and let libblas.so.3 point at it (update-alternatives "
+            "--display libblas.so.3-x86_64-linux-gnu; LD_LIBRARY_PATH must not name .../blas)" % (", ".join(record["blas_libraries"]) or "no BLAS library mapped",
                               record["matmul_512x2048x2048_ms"]))
 
 
