@@ -16,7 +16,9 @@
 # Settings (environment): BUILD (build directory, default build), MIXPREC (the binary), PYTHON (an
 # interpreter that imports torch; default /usr/bin/python3), MODELS ("cnn efficientnet-b0"),
 # CNN_SIZE/CNN_BATCH (28/256), EFF_SIZE/EFF_BATCH (64/32), RESNET_SIZE/RESNET_BATCH (64/16),
-# STEPS (10), WARMUP (2), POLICIES, OUT (the result file), SKIP_TORCH=1 (mixprec rows only).
+# STEPS (10), WARMUP (2), POLICIES, OUT (the result file), SKIP_TORCH=1 (mixprec rows only),
+# OMP_WAIT_POLICY (passive unless it or GOMP_SPINCOUNT is set), BLAS_INSTALL=0 (check the
+# peer's BLAS, never install it; scripts/bench-cpu-blas.sh).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,6 +48,19 @@ if [[ "$SKIP_TORCH" != 1 ]] && ! "$PYTHON" -c "import torch" 2>/dev/null; then
   echo "bench-cpu-cnn: $PYTHON cannot import torch; install it with" \
     "'sudo apt-get install python3-torch', set PYTHON, or set SKIP_TORCH=1" >&2
   exit 1
+fi
+# Idle OpenMP threads sleep instead of spinning (mixprec's loops, oneDNN and torch all run on
+# libgomp, which reads this when it is loaded, so it is set here, before any of them starts): on a
+# shared 2-core machine a spinning worker holds a core that the thread with work needs (measured:
+# EfficientNet-B0 64x64 b32 float32 step 2-4x slower and 4x the CPU time with the default spin;
+# bench/results/cpu-omp-mem-issue14.json). The user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+if [[ -z "${OMP_WAIT_POLICY:-}" && -z "${GOMP_SPINCOUNT:-}" ]]; then
+  export OMP_WAIT_POLICY=passive
+fi
+# The peer on the reference BLAS would be a straw man: install or check OpenBLAS.
+if [[ "$SKIP_TORCH" != 1 ]]; then
+  source "$root/scripts/bench-cpu-blas.sh"
+  ensure_optimised_blas "$PYTHON" bench-cpu-cnn || exit 1
 fi
 
 tmp=$(mktemp -d)
@@ -90,8 +105,15 @@ command+=" STEPS=$STEPS WARMUP=$WARMUP POLICIES=$POLICIES scripts/bench-cpu-cnn.
 
 # Merge: the mixprec documents give device, date and each model's workload; every row goes into
 # "results" with its model.
-"$PYTHON" - "$tmp" "$OUT" "$commit" "$command" <<'PY'
+MIXPREC_ROOT="$root" "$PYTHON" - "$tmp" "$OUT" "$commit" "$command" <<'PY'
 import glob, json, os, sys
+sys.path.insert(0, os.path.join(os.environ["MIXPREC_ROOT"], "bench", "peers"))
+from cpu_blas import cpu_model as cpu_model_and_flags  # the CPU's name and bf16/AMX flags
+
+
+def cpu_model():
+    name, flags = cpu_model_and_flags()
+    return {"name": name, "flags": flags}
 tmp, out, commit, command = sys.argv[1:5]
 merged = {"device": None, "commit": commit, "date": None, "command": command,
           "workload": {"optimizer": "adam", "data": "synthetic, one batch", "models": {}}, "results": []}
@@ -117,7 +139,10 @@ for path in sorted(glob.glob(os.path.join(tmp, "torch_*.json"))):
     entry["forward_flops_per_sample"] = w["forward_flops_per_sample"]
     merged["workload"]["torch_version"] = t["torch_version"]
     merged["workload"]["torch_threads"] = t["threads"]
+    merged["workload"]["torch_blas"] = t.get("cpu_peer")
     merged["results"].extend(t["results"])
+merged["cpu_model"] = cpu_model()
+merged["openmp_environment"] = {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS") if k in os.environ}
 # mixprec's CNN rows carry no TFLOP/s; the peer counts the FLOPs of the same network (checked by
 # the parameter count).
 for r in merged["results"]:

@@ -10,7 +10,9 @@
 # Settings (environment): BUILD (build directory, default build), MIXPREC (the binary), PYTHON (an
 # interpreter that imports torch; default /usr/bin/python3, where Debian installs python3-torch),
 # UNITS (default 1024: Debian's torch 1.13 float32 path takes seconds per step at 4096), BATCH
-# (256), STEPS (20), WARMUP (3), POLICIES, OUT (the result file), SKIP_TORCH=1 (mixprec rows only).
+# (256), STEPS (20), WARMUP (3), POLICIES, OUT (the result file), SKIP_TORCH=1 (mixprec rows only),
+# OMP_WAIT_POLICY (passive unless it or GOMP_SPINCOUNT is set), BLAS_INSTALL=0 (check the
+# peer's BLAS, never install it; scripts/bench-cpu-blas.sh).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -36,6 +38,19 @@ if [[ "$SKIP_TORCH" != 1 ]] && ! "$PYTHON" -c "import torch" 2>/dev/null; then
     "'sudo apt-get install python3-torch', set PYTHON, or set SKIP_TORCH=1" >&2
   exit 1
 fi
+# Idle OpenMP threads sleep instead of spinning (mixprec's loops, oneDNN and torch all run on
+# libgomp, which reads this when it is loaded, so it is set here, before any of them starts): on a
+# shared 2-core machine a spinning worker holds a core that the thread with work needs (measured:
+# EfficientNet-B0 64x64 b32 float32 step 2-4x slower and 4x the CPU time with the default spin;
+# bench/results/cpu-omp-mem-issue14.json). The user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
+if [[ -z "${OMP_WAIT_POLICY:-}" && -z "${GOMP_SPINCOUNT:-}" ]]; then
+  export OMP_WAIT_POLICY=passive
+fi
+# The peer on the reference BLAS would be a straw man: install or check OpenBLAS.
+if [[ "$SKIP_TORCH" != 1 ]]; then
+  source "$root/scripts/bench-cpu-blas.sh"
+  ensure_optimised_blas "$PYTHON" bench-cpu-mlp || exit 1
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -58,8 +73,15 @@ mkdir -p "$(dirname "$OUT")"
 command="UNITS=$UNITS BATCH=$BATCH STEPS=$STEPS WARMUP=$WARMUP POLICIES=$POLICIES scripts/bench-cpu-mlp.sh"
 
 # Merge: the mixprec documents give device, date and workload; every row goes into "results".
-"$PYTHON" - "$tmp" "$OUT" "$commit" "$command" "$POLICIES" <<'PY'
+MIXPREC_ROOT="$root" "$PYTHON" - "$tmp" "$OUT" "$commit" "$command" "$POLICIES" <<'PY'
 import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["MIXPREC_ROOT"], "bench", "peers"))
+from cpu_blas import cpu_model as cpu_model_and_flags  # the CPU's name and bf16/AMX flags
+
+
+def cpu_model():
+    name, flags = cpu_model_and_flags()
+    return {"name": name, "flags": flags}
 tmp, out, commit, command, policies = sys.argv[1:6]
 docs = [json.load(open(os.path.join(tmp, "mixprec-%s.json" % p))) for p in policies.split(",")]
 merged = {"device": docs[0]["device"], "commit": commit, "date": docs[0]["date"],
@@ -76,7 +98,10 @@ if os.path.exists(peer):
     t = json.load(open(peer))
     merged["workload"]["torch_version"] = t["torch_version"]
     merged["workload"]["torch_threads"] = t["threads"]
+    merged["workload"]["torch_blas"] = t.get("cpu_peer")
     merged["results"].extend(t["results"])
+merged["cpu_model"] = cpu_model()
+merged["openmp_environment"] = {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "OMP_NUM_THREADS") if k in os.environ}
 with open(out, "w") as f:
     json.dump(merged, f, indent=2)
     f.write("\n")

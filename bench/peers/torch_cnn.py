@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_blas  # noqa: E402  (which BLAS and CPU the peer runs with)
 import efficientnet_seed  # noqa: E402  (the seed's EfficientNet, next to this file)
 
 RESNET50_PARAMETERS = 25557032  # torchvision.models.resnet50(): sum(p.numel()), 1000 classes
@@ -442,6 +443,8 @@ def parse_args(argv=None):
                    help="instead of timing: the largest batch each policy trains (CUDA, eager)")
     p.add_argument("--max-batch-limit", type=int, default=16384)
     p.add_argument("--max-batch-seconds", type=int, default=150, help="time budget per policy")
+    p.add_argument("--require-optimised-blas", action="store_true",
+                   help="on the CPU: stop when torch runs on the reference BLAS (cpu_blas.py)")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args(argv)
     size, channels, classes = defaults(args.model)
@@ -477,6 +480,9 @@ def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     cuda = args.device == "cuda"
+    cpu_peer = None if cuda else cpu_blas.describe(torch)
+    if cpu_peer is not None and args.require_optimised_blas:
+        cpu_blas.require_optimised(cpu_peer)
     if cuda:
         # Fixed shapes: let cuDNN time its algorithms and keep the fastest. Not while searching the
         # largest batch: every trial batch would be autotuned again (minutes); the default
@@ -515,6 +521,8 @@ def main(argv=None):
                             "forward_flops_per_sample": flops,
                             "flops_cross_checked_with_FlopCounterMode": cross_checked},
                "results": rows}
+        if not cuda:
+            out["cpu_peer"] = cpu_peer  # BLAS library, its matmul time, CPU model (cpu_blas.py)
         if args.model.startswith("efficientnet"):
             out["workload"]["efficientnet_scaling"] = args.scaling
         with open(args.json, "w") as f:

@@ -25,6 +25,9 @@ import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_blas  # noqa: E402  (which BLAS and CPU the peer runs with)
+
 
 def build(units, device):
     torch.manual_seed(0)
@@ -159,10 +162,15 @@ def main():
                    help="float32 rows on CUDA: TF32 off (true FP32), on, or one row of each")
     p.add_argument("--compile", action="store_true", help="also time torch.compile (torch >= 2)")
     p.add_argument("--no-eager", action="store_true", help="only torch.compile rows")
+    p.add_argument("--require-optimised-blas", action="store_true",
+                   help="on the CPU: stop when torch runs on the reference BLAS (cpu_blas.py)")
     p.add_argument("--json", help="write the rows here")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     cuda = args.device == "cuda"
+    cpu_peer = None if cuda else cpu_blas.describe(torch)
+    if cpu_peer is not None and args.require_optimised_blas:
+        cpu_blas.require_optimised(cpu_peer)
     tf32_modes = {"off": [False], "on": [True], "both": [False, True]}[args.tf32]
     systems = ([] if args.no_eager else ["torch-eager"]) + (["torch-compile"] if args.compile else [])
     rows = []
@@ -186,6 +194,8 @@ def main():
                "workload": {"model": "mlp", "units": args.units, "batch_size": args.batch_size,
                             "optimizer": "rmsprop", "steps": args.steps, "warmup": args.warmup},
                "results": rows}
+        if not cuda:
+            out["cpu_peer"] = cpu_peer  # BLAS library, its matmul time, CPU model (cpu_blas.py)
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
 

@@ -20,7 +20,8 @@ MemoryStats memory_stats(Device device = Device::cpu());
 // Sets peak_bytes to current_bytes, to measure the peak of one phase (one training step, say).
 void reset_peak_memory_stats(Device device = Device::cpu());
 // Returns the allocator's cached free blocks to the system. The CPU allocator caches freed blocks
-// of 256 KiB and more (up to 2 GiB in all; MIXPREC_HOST_CACHE_BYTES sets the limit, 0 disables).
+// of every size by size class (up to 2 GiB in all; MIXPREC_HOST_CACHE_BYTES sets the limit, 0
+// disables).
 void empty_cache(Device device = Device::cpu());
 
 }  // namespace mixprec

@@ -2,14 +2,12 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <map>
-#include <mutex>
 #include <new>
 #include <string>
-#include <vector>
 
 #include "backend/backend.h"
 #include "backend/device_runtime.h"
+#include "core/host_block_cache.h"
 #include "mixprec/error.h"
 #include "mixprec/memory.h"
 
@@ -53,22 +51,14 @@ void record_deallocation(Device device, std::size_t bytes) {
   counters(device).current.fetch_sub(static_cast<std::int64_t>(bytes));
 }
 
-// Large blocks are cached by exact size class and reused: a training step allocates the same
-// activation and gradient sizes every time, and returning them to glibc means fresh mmap()s whose
-// pages fault in (and are zeroed by the kernel) on every step. Measured on the seed MLP
-// (784-4096-4096-10, batch 256, 2 cores): 131 -> 108 ms per float32 step.
+// Every block is cached by size class and reused (core/host_block_cache.h): a training step
+// allocates the same activation and gradient sizes every time, and returning them to glibc means
+// fresh pages that fault in (and are zeroed by the kernel) on every step: mmap()ed large blocks,
+// and small ones too when glibc trims its heap or maps a block above its mmap threshold. Measured
+// on the seed MLP (784-4096-4096-10, batch 256, 2 cores): 131 -> 108 ms per float32 step when
+// blocks of 256 KiB and more were cached; caching every size removes the remaining faults of the
+// CNN steps (many small tensors).
 namespace {
-
-constexpr std::size_t kCacheMinBytes = 256 << 10;  // smaller blocks: glibc's own bins do well
-
-// Size classes: powers of two below 4 MiB, multiples of 2 MiB above (bounded waste).
-std::size_t size_class(std::size_t bytes) {
-  if (bytes >= (std::size_t{4} << 20))
-    return (bytes + (std::size_t{2} << 20) - 1) & ~((std::size_t{2} << 20) - 1);
-  std::size_t c = kCacheMinBytes;
-  while (c < bytes) c <<= 1;
-  return c;
-}
 
 std::size_t cache_limit() {
   // MIXPREC_HOST_CACHE_BYTES overrides the default of 2 GiB; 0 disables the cache.
@@ -85,39 +75,9 @@ std::size_t cache_limit() {
   return limit;
 }
 
-struct BlockCache {
-  std::mutex mutex;
-  std::map<std::size_t, std::vector<void*>> free_blocks;  // size class -> cached blocks
-  std::size_t cached_bytes = 0;
-
-  void* take(std::size_t cls) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = free_blocks.find(cls);
-    if (it == free_blocks.end() || it->second.empty()) return nullptr;
-    void* p = it->second.back();
-    it->second.pop_back();
-    cached_bytes -= cls;
-    return p;
-  }
-  bool give(void* p, std::size_t cls) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (cached_bytes + cls > cache_limit()) return false;
-    free_blocks[cls].push_back(p);
-    cached_bytes += cls;
-    return true;
-  }
-  void release_all() {
-    std::lock_guard<std::mutex> lock(mutex);
-    for (auto& [cls, blocks] : free_blocks) {
-      for (void* p : blocks) std::free(p);
-    }
-    free_blocks.clear();
-    cached_bytes = 0;
-  }
-};
-
-BlockCache& block_cache() {
-  static BlockCache* cache = new BlockCache();  // never destroyed: tensors may outlive statics
+HostBlockCache& block_cache() {
+  static HostBlockCache* cache =
+      new HostBlockCache();  // never destroyed: tensors may outlive statics
   return *cache;
 }
 
@@ -126,15 +86,17 @@ void* system_allocate(std::size_t bytes) {
   return std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
 }
 
+void system_free(void* ptr) { std::free(ptr); }
+
 }  // namespace
 
 void* cpu_allocate(std::size_t bytes) {
-  const bool cached = bytes >= kCacheMinBytes && cache_limit() > 0;
-  const std::size_t request = cached ? size_class(bytes) : bytes;
+  const bool cached = cache_limit() > 0;
+  const std::size_t request = cached ? host_size_class(bytes) : bytes;
   void* ptr = cached ? block_cache().take(request) : nullptr;
   if (ptr == nullptr) ptr = system_allocate(request);
   if (ptr == nullptr && cached) {  // give the cache back to the system and try once more
-    block_cache().release_all();
+    block_cache().release_all(system_free);
     ptr = system_allocate(request);
   }
   if (ptr == nullptr) {
@@ -150,17 +112,14 @@ void* cpu_allocate(std::size_t bytes) {
 void cpu_deallocate(void* ptr, std::size_t bytes) {
   if (ptr == nullptr) return;
   record_deallocation(Device::cpu(), bytes);
-  if (bytes >= kCacheMinBytes && cache_limit() > 0 && block_cache().give(ptr, size_class(bytes)))
-    return;
+  const std::size_t limit = cache_limit();
+  if (limit > 0 && block_cache().give(ptr, host_size_class(bytes), limit)) return;
   std::free(ptr);
 }
 
-void cpu_release_cached() { block_cache().release_all(); }
+void cpu_release_cached() { block_cache().release_all(system_free); }
 
-std::size_t cpu_cached_bytes() {
-  std::lock_guard<std::mutex> lock(block_cache().mutex);
-  return block_cache().cached_bytes;
-}
+std::size_t cpu_cached_bytes() { return block_cache().cached_bytes(); }
 
 }  // namespace core
 

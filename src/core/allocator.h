@@ -13,14 +13,14 @@ namespace mixprec::core {
 // pointer). Throws DeviceError when the system is out of memory.
 void* cpu_allocate(std::size_t bytes);
 void cpu_deallocate(void* ptr, std::size_t bytes);
-// Bytes of freed large blocks kept for reuse (not counted as in use).
+// Bytes of freed blocks kept for reuse, by size class (not counted as in use).
 std::size_t cpu_cached_bytes();
 
 // Allocators of other devices report their traffic here so memory_stats() sees every device.
 void record_allocation(Device device, std::size_t bytes);
 void record_deallocation(Device device, std::size_t bytes);
 
-// Returns the freed large blocks kept for reuse to the system.
+// Returns the freed blocks kept for reuse to the system.
 void cpu_release_cached();
 
 }  // namespace mixprec::core
