@@ -231,7 +231,7 @@ TEST_P(UnaryOpTest, Float32And16BitBackwardMatchDoubleDerivative) {
     const Tensor dx = grad(c.op(x), {x}, g)[0];
     ASSERT_EQ(dx.dtype(), dtype);
     // Computed in float from the stored x and g, rounded once: one rounding of the dtype.
-    const testing::Tolerance tol = dtype == kFloat32 ? testing::Tolerance{2e-6, 1e-6}
+    const testing::Tolerance tol = dtype == kFloat32   ? testing::Tolerance{2e-6, 1e-6}
                                    : dtype == kFloat16 ? testing::Tolerance{2e-3, 1e-4}
                                                        : testing::Tolerance{1.6e-2, 1e-3};
     EXPECT_TRUE(all_close(dx, from_vector(expected, {n}, {.dtype = kFloat64}), tol));

@@ -1,10 +1,12 @@
 // CPU binary arithmetic with broadcasting: the shared per-element body, one instantiation per op;
-// same-shape dense operands without buffer copies (contiguous_map.h), the rest through
+// same-shape dense operands without buffer copies (contiguous_map.h), per-channel broadcasts in
+// binary_channel.cpp, the rest through
 // map_elementwise.
 #include "backend/cpu/binary.h"
 
 #include <cmath>
 
+#include "backend/cpu/binary_channel.h"
 #include "backend/cpu/contiguous_map.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/kernel_math/elementwise_math.h"
@@ -52,6 +54,8 @@ void run(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   Tensor out =
       core::make_tensor(broadcast_shapes(a.shape(), b.shape(), "binary"), a.dtype(), a.device());
+  // A per-channel broadcast (the squeeze-and-excitation gate, a bias) without gather copies.
+  if (binary_channel(op, a, b, out)) return out;
   core::dispatch_floating(a.dtype(), "binary op", [&]<typename T>() { run<T>(op, a, b, out); });
   return out;
 }

@@ -89,14 +89,13 @@ Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor
   core::dispatch_floating(x.dtype(), "unary op backward", [&]<typename T>() {
     using C = core::compute_t<T>;
     // A 16-bit y is rounded: recompute it in float from x (kernel_math).
-    constexpr auto recompute = core::is_half_v<T> ? kernel_math::RecomputeForward::yes
-                                                  : kernel_math::RecomputeForward::no;
+    constexpr auto recompute =
+        core::is_half_v<T> ? kernel_math::RecomputeForward::yes : kernel_math::RecomputeForward::no;
     const auto body = [op](C* o, const C* gv, const C* xv, const C* yv, std::int64_t n) {
       backward_chunk(op, o, gv, xv, yv, n, recompute);
     };
     if (g.is_contiguous() && x.is_contiguous() && y.is_contiguous()) {
-      map_contiguous<T, 3>({g.data<T>(), x.data<T>(), y.data<T>()}, out.data<T>(), x.numel(),
-                           body);
+      map_contiguous<T, 3>({g.data<T>(), x.data<T>(), y.data<T>()}, out.data<T>(), x.numel(), body);
     } else {
       map_elementwise<C, T, T, T, T>({&g, &x, &y}, out, body);
     }

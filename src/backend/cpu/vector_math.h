@@ -1,5 +1,6 @@
-// Elementwise float math (exp, sigmoid and the vectorised activation loops) written so that the compiler vectorises it (glibc's expf is a scalar call
-// that keeps exp-heavy kernels far below memory bandwidth).
+// Elementwise float math (exp, sigmoid and the vectorised activation loops) written so that the
+// compiler vectorises it (glibc's expf is a scalar call that keeps exp-heavy kernels far below
+// memory bandwidth).
 #pragma once
 
 #include <bit>
