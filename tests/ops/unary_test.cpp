@@ -354,6 +354,32 @@ TEST(UnarySpecialValuesTest, KinksHaveTheDocumentedSubgradient) {
   EXPECT_EQ(r6[2], 0.0);
 }
 
+// relu and relu6 keep only their output for the backward: the mask taken from y must be the one
+// from x at the kinks, just past them, for NaN and infinities, in every dtype.
+TEST(UnarySpecialValuesTest, ReluMasksFromTheOutputMatchTheInput) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> v = {-inf, -1.0, -0.0, 0.0, 1e-30, 0.5, 5.96875, 6.0, 6.0625, 7.0, inf};
+  for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    Tensor x = from_vector(v, {static_cast<std::int64_t>(v.size())},
+                           {.dtype = dtype, .requires_grad = true});
+    const auto xs = x.to_vector<double>();
+    const auto dr = grad(sum(relu(x)), {x})[0].to_vector<double>();
+    const auto dr6 = grad(sum(relu6(x)), {x})[0].to_vector<double>();
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      EXPECT_EQ(dr[i], xs[i] > 0 ? 1.0 : 0.0) << "relu at " << xs[i];
+      EXPECT_EQ(dr6[i], xs[i] > 0 && xs[i] < 6 ? 1.0 : 0.0) << "relu6 at " << xs[i];
+    }
+    // A NaN input: the gradient is g * 0 for a finite g, as before.
+    Tensor xn =
+        from_vector(std::vector<double>{nan, 1.0}, {2}, {.dtype = dtype, .requires_grad = true});
+    const auto dn = grad(sum(relu6(xn)), {xn})[0].to_vector<double>();
+    EXPECT_EQ(dn[0], 0.0);
+    EXPECT_EQ(dn[1], 1.0);
+  }
+}
+
 TEST(UnarySpecialValuesTest, GeluApproximationsDiffer) {
   // The two forms agree to ~1e-3 but are not the same function.
   const Tensor x = from_vector(std::vector<double>{-3, -1, 0.5, 2}, {4}, {.dtype = kFloat64});
