@@ -1,12 +1,14 @@
 // CPU unary ops: the per-element bodies of backend/kernel_math/elementwise_math.h (shared with
 // the CUDA kernels) in chunked loops, with vectorised float loops (backend/cpu/vector_math) for
-// exp and the activations relu, relu6, sigmoid and silu, forward and backward.
+// exp and the activations relu, relu6, sigmoid and silu, forward and backward, and relu/relu6 on
+// 16-bit storage without widening (unary_half.cpp).
 #include "backend/cpu/unary.h"
 
 #include <type_traits>
 
 #include "backend/cpu/contiguous_map.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/unary_half.h"
 #include "backend/cpu/vector_math.h"
 #include "backend/kernel_math/elementwise_math.h"
 #include "core/dispatch.h"
@@ -72,6 +74,7 @@ void backward_chunk(UnaryOp op, C* o, const C* g, const C* x, const C* y, std::i
 
 Tensor unary(UnaryOp op, const Tensor& x) {
   Tensor out = core::make_tensor(x.shape(), x.dtype(), x.device());
+  if (unary_half(op, x, out)) return out;  // relu/relu6 on 16-bit storage, exact without widening
   core::dispatch_floating(x.dtype(), "unary op", [&]<typename T>() {
     using C = core::compute_t<T>;
     const auto body = [op](C* o, const C* v, std::int64_t n) { forward_chunk(op, o, v, n); };
@@ -86,6 +89,7 @@ Tensor unary(UnaryOp op, const Tensor& x) {
 
 Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y) {
   Tensor out = core::make_tensor(x.shape(), x.dtype(), x.device());
+  if (unary_backward_half(op, g, y, out)) return out;
   core::dispatch_floating(x.dtype(), "unary op backward", [&]<typename T>() {
     using C = core::compute_t<T>;
     // A 16-bit y is rounded: recompute it in float from x (kernel_math).
