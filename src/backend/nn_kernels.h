@@ -11,7 +11,8 @@
 //
 // Capabilities (entries that may be null): matmul_epilogue (CUDA only: the Dense op composes
 // separate ops where it is null) and the three autocast_* entries (CPU only: autocast_matmul
-// composes cast + matmul where they are null). Every other entry is set by every backend.
+// composes cast + matmul where they are null) and channel_gate_backward (CPU only: the product's
+// gradient composes mul and sum_to where it is null). Every other entry is set by every backend.
 #pragma once
 
 #include <cstdint>
@@ -183,6 +184,14 @@ struct NnKernels {
   BatchNormGradients (*batch_norm_backward)(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                             const Tensor& mean, const Tensor& variance,
                                             double epsilon, BatchNormStats stats);
+
+  // ---- per-channel broadcast (backend/channel_geometry.h) ----
+  // Capability (null: compose mul and sum_to). The gradient of the small operand of
+  // out = full * small, small of `small_shape` broadcast per channel over full
+  // (channel_geometry(full.shape(), small_shape) defined): the sum over the broadcast axes of
+  // g * full in g's dtype, without materialising the product. g and full contiguous, one shape
+  // and dtype.
+  Tensor (*channel_gate_backward)(const Tensor& g, const Tensor& full, const Shape& small_shape);
 
   // ---- images (NHWC) ----
   // x (N, H, W, C) of any dtype -> (N, top + H + bottom, left + W + right, C), zeros around it.

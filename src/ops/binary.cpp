@@ -5,6 +5,8 @@
 
 #include "autograd/node.h"
 #include "backend/backend.h"
+#include "backend/channel_geometry.h"
+#include "backend/nn_kernels.h"
 #include "backend/tensor_kernels.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
@@ -21,6 +23,8 @@ struct BinaryBackward final : autograd::Node {
   Shape a_shape, b_shape;
 
   std::vector<Tensor> backward(const Tensor& g) override {
+    if (op == BinaryOp::mul)
+      return {product_gradient(g, b, a_shape), product_gradient(g, a, b_shape)};
     // div's and pow's gradients take several ops; for 16-bit dtypes they run in float32 and are
     // rounded once at the end (each 16-bit step would round, and pow's b - 1 feeds an exponent).
     const DType dtype = g.dtype();
@@ -33,6 +37,20 @@ struct BinaryBackward final : autograd::Node {
     const Tensor out_c = widen && op == BinaryOp::pow ? pow(up(a), up(b)) : out;
     auto [ga, gb] = gradients(up(g), up(a), up(b), out_c);
     return {down(sum_to(ga, a_shape)), down(sum_to(gb, b_shape))};
+  }
+
+  // d own for out = own * other: g * other summed back to own's shape. A per-channel own (the
+  // squeeze-and-excitation gate) takes the device's one-pass kernel where it has one, without
+  // materialising g * other.
+  static Tensor product_gradient(const Tensor& g, const Tensor& other, const Shape& own_shape) {
+    if (own_shape == g.shape()) return mul(g, other);
+    const NnKernels& nn = *backend_for(g.device()).nn;
+    if (nn.channel_gate_backward != nullptr && other.shape() == g.shape() &&
+        other.dtype() == g.dtype() && g.is_contiguous() && other.is_contiguous() &&
+        channel_geometry(g.shape(), own_shape)) {
+      return nn.channel_gate_backward(g, other, own_shape);
+    }
+    return sum_to(mul(g, other), own_shape);
   }
 
   std::pair<Tensor, Tensor> gradients(const Tensor& g, const Tensor& a, const Tensor& b,

@@ -29,7 +29,14 @@ Tensor unary_op(UnaryOp op, const Tensor& x) {
   if (!autograd::needs_record({&x})) return out;
   auto node = std::make_shared<UnaryBackward>();
   node->op = op;
-  if (op != UnaryOp::neg) node->x = x.detach(), node->y = out.detach();
+  if (op == UnaryOp::relu || op == UnaryOp::relu6) {
+    // Their derivative depends only on which side of the kinks x lies, and y = op(x) is exact and
+    // lies on the same side (0 < y < 6 exactly when 0 < x < 6; NaN stays NaN): keep y alone, so
+    // the input (a BatchNormalization output in the CNN blocks) is freed after the forward.
+    node->x = node->y = out.detach();
+  } else if (op != UnaryOp::neg) {
+    node->x = x.detach(), node->y = out.detach();
+  }
   return autograd::record(out, node, {x});
 }
 

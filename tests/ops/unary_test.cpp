@@ -213,6 +213,31 @@ TEST_P(UnaryOpTest, BackwardMatchesAnalyticDerivative) {
   EXPECT_TRUE(all_close(dx, from_vector(expected, {4, 6}, {.dtype = kFloat64}), {1e-8, 1e-10}));
 }
 
+// The float32 and 16-bit backward (vectorised per op on the CPU, the 16-bit one recomputing the
+// forward from x) against g * f'(x) in double, over several chunks with a ragged tail.
+TEST_P(UnaryOpTest, Float32And16BitBackwardMatchDoubleDerivative) {
+  const UnaryCase& c = GetParam();
+  constexpr std::int64_t n = 2 * 1024 + 37;
+  const auto values = inputs_for(c, static_cast<int>(n), 11);
+  Generator gen(12);
+  const Tensor g64 = random_uniform({n}, -1.0, 1.0, {.dtype = kFloat64}, gen);
+  for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    Tensor x = from_vector(values, {n}, {.dtype = dtype, .requires_grad = true});
+    const Tensor g = g64.to(dtype);
+    const auto xs = x.to_vector<double>(), gs = g.to_vector<double>();
+    std::vector<double> expected;
+    for (std::size_t i = 0; i < xs.size(); ++i) expected.push_back(gs[i] * c.derivative(xs[i]));
+    const Tensor dx = grad(c.op(x), {x}, g)[0];
+    ASSERT_EQ(dx.dtype(), dtype);
+    // Computed in float from the stored x and g, rounded once: one rounding of the dtype.
+    const testing::Tolerance tol = dtype == kFloat32   ? testing::Tolerance{2e-6, 1e-6}
+                                   : dtype == kFloat16 ? testing::Tolerance{2e-3, 1e-4}
+                                                       : testing::Tolerance{1.6e-2, 1e-3};
+    EXPECT_TRUE(all_close(dx, from_vector(expected, {n}, {.dtype = kFloat64}), tol));
+  }
+}
+
 TEST_P(UnaryOpTest, Gradcheck) {
   const UnaryCase& c = GetParam();
   const Tensor x = from_vector(inputs_for(c, 12, 5), {3, 4}, {.dtype = kFloat64});
@@ -327,6 +352,70 @@ TEST(UnarySpecialValuesTest, KinksHaveTheDocumentedSubgradient) {
   const auto r6 = grad(sum(relu6(x)), {x})[0].to_vector<double>();
   EXPECT_EQ(r6[0], 0.0);
   EXPECT_EQ(r6[2], 0.0);
+}
+
+// relu and relu6 keep only their output for the backward: the mask taken from y must be the one
+// from x at the kinks, just past them, for NaN and infinities, in every dtype.
+TEST(UnarySpecialValuesTest, ReluMasksFromTheOutputMatchTheInput) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> v = {-inf, -1.0, -0.0, 0.0, 1e-30, 0.5, 5.96875, 6.0, 6.0625, 7.0, inf};
+  for (DType dtype : {kFloat64, kFloat32, kFloat16, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    Tensor x = from_vector(v, {static_cast<std::int64_t>(v.size())},
+                           {.dtype = dtype, .requires_grad = true});
+    const auto xs = x.to_vector<double>();
+    const auto dr = grad(sum(relu(x)), {x})[0].to_vector<double>();
+    const auto dr6 = grad(sum(relu6(x)), {x})[0].to_vector<double>();
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      EXPECT_EQ(dr[i], xs[i] > 0 ? 1.0 : 0.0) << "relu at " << xs[i];
+      EXPECT_EQ(dr6[i], xs[i] > 0 && xs[i] < 6 ? 1.0 : 0.0) << "relu6 at " << xs[i];
+    }
+    // A NaN input: the gradient is g * 0 for a finite g, as before.
+    Tensor xn =
+        from_vector(std::vector<double>{nan, 1.0}, {2}, {.dtype = dtype, .requires_grad = true});
+    const auto dn = grad(sum(relu6(xn)), {xn})[0].to_vector<double>();
+    EXPECT_EQ(dn[0], 0.0);
+    EXPECT_EQ(dn[1], 1.0);
+  }
+}
+
+// relu and relu6 on 16-bit storage (integer selects on the bit patterns) against the float32 op
+// on the same values, bit for bit, forward and backward, over every finite 16-bit value and the
+// special ones (signed zeros, infinities, NaN), with finite, infinite and NaN gradients.
+TEST(UnarySpecialValuesTest, Relu16BitIsExactlyTheFloat32Result) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> v = {-0.0, 0.0, inf, -inf, nan, 6.0, -6.0, 5.96875, 6.03125};
+  Generator gen(21);
+  for (int i = 0; i < 40000; ++i) v.push_back(20.0 * gen.uniform() - 10.0);
+  const auto n = static_cast<std::int64_t>(v.size());
+  std::vector<double> gv(v.size());
+  for (std::size_t i = 0; i < gv.size(); ++i) gv[i] = 2.0 * gen.uniform() - 1.0;
+  gv[0] = -0.5, gv[1] = inf, gv[2] = nan, gv[3] = -inf;
+  for (DType dtype : {kFloat16, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    for (bool six : {false, true}) {
+      const auto op = [six](const Tensor& t) { return six ? relu6(t) : relu(t); };
+      Tensor x = from_vector(v, {n}, {.dtype = dtype, .requires_grad = true});
+      Tensor x32 = x.detach().to(kFloat32).detach();
+      x32 = from_vector(x32.to_vector<double>(), {n}, {.requires_grad = true});
+      const Tensor g = from_vector(gv, {n}, {.dtype = dtype});
+      const Tensor y = op(x), y32 = op(x32);
+      const auto dx = grad(y, {x}, g)[0].to_vector<double>();
+      const auto dx32 = grad(y32, {x32}, g.to(kFloat32))[0].to(dtype).to_vector<double>();
+      const auto a = y.to_vector<double>(), b = y32.to(dtype).to_vector<double>();
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        ASSERT_TRUE(std::isnan(a[i]) ? std::isnan(b[i])
+                                     : a[i] == b[i] && std::signbit(a[i]) == std::signbit(b[i]))
+            << "forward at " << v[i] << ": " << a[i] << " vs " << b[i];
+        ASSERT_TRUE(std::isnan(dx[i])
+                        ? std::isnan(dx32[i])
+                        : dx[i] == dx32[i] && std::signbit(dx[i]) == std::signbit(dx32[i]))
+            << "backward at " << v[i] << " g " << gv[i] << ": " << dx[i] << " vs " << dx32[i];
+      }
+    }
+  }
 }
 
 TEST(UnarySpecialValuesTest, GeluApproximationsDiffer) {

@@ -1,7 +1,13 @@
+// CPU binary arithmetic with broadcasting: the shared per-element body, one instantiation per op;
+// same-shape dense operands without buffer copies (contiguous_map.h), per-channel broadcasts in
+// binary_channel.cpp, the rest through
+// map_elementwise.
 #include "backend/cpu/binary.h"
 
 #include <cmath>
 
+#include "backend/cpu/binary_channel.h"
+#include "backend/cpu/contiguous_map.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/kernel_math/elementwise_math.h"
 #include "core/dispatch.h"
@@ -24,8 +30,13 @@ auto lanes(F f) {
 template <BinaryOp Op, typename T>
 void run_op(const Tensor& a, const Tensor& b, Tensor& out) {
   using C = core::compute_t<T>;
-  map_elementwise<C, T, T, T>(
-      {&a, &b}, out, lanes<C>([](C x, C y) { return kernel_math::binary_value(Op, x, y); }));
+  const auto body = lanes<C>([](C x, C y) { return kernel_math::binary_value(Op, x, y); });
+  if (a.shape() == b.shape() && a.is_contiguous() && b.is_contiguous()) {
+    // Same shape, both dense (the residual add, gradient sums): no gather or scatter copies.
+    map_contiguous<T, 2>({a.data<T>(), b.data<T>()}, out.data<T>(), out.numel(), body);
+    return;
+  }
+  map_elementwise<C, T, T, T>({&a, &b}, out, body);
 }
 
 template <typename T>
@@ -43,6 +54,8 @@ void run(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   Tensor out =
       core::make_tensor(broadcast_shapes(a.shape(), b.shape(), "binary"), a.dtype(), a.device());
+  // A per-channel broadcast (the squeeze-and-excitation gate, a bias) without gather copies.
+  if (binary_channel(op, a, b, out)) return out;
   core::dispatch_floating(a.dtype(), "binary op", [&]<typename T>() { run<T>(op, a, b, out); });
   return out;
 }

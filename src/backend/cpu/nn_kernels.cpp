@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cpu/batch_norm.h"
+#include "backend/cpu/binary_channel.h"
 #include "backend/cpu/cast.h"
 #include "backend/cpu/conv.h"
 #include "backend/cpu/conv_reference.h"
@@ -157,6 +158,7 @@ const NnKernels kNnKernels{
     .batch_norm_training = bn_training,
     .batch_norm_inference = bn_inference,
     .batch_norm_backward = bn_backward,
+    .channel_gate_backward = cpu::channel_gate_backward,
     .zero_pad2d = cpu::zero_pad2d,
     .resize_bilinear = cpu::resize_bilinear,
     .resize_bilinear_backward = cpu::resize_bilinear_backward,

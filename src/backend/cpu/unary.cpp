@@ -1,8 +1,14 @@
 // CPU unary ops: the per-element bodies of backend/kernel_math/elementwise_math.h (shared with
-// the CUDA kernels) in chunked loops, with vectorised loops for the simplest ops.
+// the CUDA kernels) in chunked loops, with vectorised float loops (backend/cpu/vector_math) for
+// exp and the activations relu, relu6, sigmoid and silu, forward and backward, and relu/relu6 on
+// 16-bit storage without widening (unary_half.cpp).
 #include "backend/cpu/unary.h"
 
+#include <type_traits>
+
+#include "backend/cpu/contiguous_map.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/unary_half.h"
 #include "backend/cpu/vector_math.h"
 #include "backend/kernel_math/elementwise_math.h"
 #include "core/dispatch.h"
@@ -12,27 +18,19 @@ namespace mixprec::cpu {
 
 namespace {
 
-// One switch per chunk, then a loop with the op a constant (vectorised by hand or by the compiler
-// for the simplest ops).
+// One switch per chunk, then a loop with the op a constant: float32 activations in the vectorised
+// loops of vector_math (also for 16-bit storage, whose chunks arrive here as float), the other
+// ops through the shared per-element body, which the compiler vectorises for the simplest ones.
 template <typename C>
 void forward_chunk(UnaryOp op, C* out, const C* x, std::int64_t n) {
-  switch (op) {
-    case UnaryOp::neg:
+  if (op == UnaryOp::neg) {
 #pragma omp simd
-      for (std::int64_t i = 0; i < n; ++i) out[i] = -x[i];
-      return;
-    case UnaryOp::relu:
-#pragma omp simd
-      for (std::int64_t i = 0; i < n; ++i)
-        out[i] = x[i] > C(0) ? x[i] : (x[i] != x[i] ? x[i] : C(0));
-      return;
-    case UnaryOp::exp:
-      if constexpr (std::is_same_v<C, float>) {
-        exp_floats(out, x, n);
-        return;
-      }
-      break;
-    default: break;
+    for (std::int64_t i = 0; i < n; ++i) out[i] = -x[i];
+    return;
+  }
+  if constexpr (std::is_same_v<C, float>) {
+    if (op == UnaryOp::exp) return exp_floats(out, x, n);
+    if (activation_floats(op, out, x, n)) return;
   }
   switch (op) {
 #define MIXPREC_UNARY_CASE(name, text)                        \
@@ -60,6 +58,10 @@ void backward_loop(C* o, const C* g, const C* x, const C* y, std::int64_t n,
 template <typename C>
 void backward_chunk(UnaryOp op, C* o, const C* g, const C* x, const C* y, std::int64_t n,
                     kernel_math::RecomputeForward recompute) {
+  if constexpr (std::is_same_v<C, float>) {
+    const bool again = recompute == kernel_math::RecomputeForward::yes;
+    if (activation_backward_floats(op, o, g, x, y, n, again)) return;
+  }
   switch (op) {
 #define MIXPREC_UNARY_CASE(name, text) \
   case UnaryOp::name: return backward_loop<UnaryOp::name>(o, g, x, y, n, recompute);
@@ -72,25 +74,35 @@ void backward_chunk(UnaryOp op, C* o, const C* g, const C* x, const C* y, std::i
 
 Tensor unary(UnaryOp op, const Tensor& x) {
   Tensor out = core::make_tensor(x.shape(), x.dtype(), x.device());
+  if (unary_half(op, x, out)) return out;  // relu/relu6 on 16-bit storage, exact without widening
   core::dispatch_floating(x.dtype(), "unary op", [&]<typename T>() {
     using C = core::compute_t<T>;
-    map_elementwise<C, T, T>(
-        {&x}, out, [op](C* o, const C* v, std::int64_t n) { forward_chunk(op, o, v, n); });
+    const auto body = [op](C* o, const C* v, std::int64_t n) { forward_chunk(op, o, v, n); };
+    if (x.is_contiguous()) {
+      map_contiguous<T, 1>({x.data<T>()}, out.data<T>(), x.numel(), body);
+    } else {
+      map_elementwise<C, T, T>({&x}, out, body);
+    }
   });
   return out;
 }
 
 Tensor unary_backward(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y) {
   Tensor out = core::make_tensor(x.shape(), x.dtype(), x.device());
+  if (unary_backward_half(op, g, y, out)) return out;
   core::dispatch_floating(x.dtype(), "unary op backward", [&]<typename T>() {
     using C = core::compute_t<T>;
-    map_elementwise<C, T, T, T, T>(
-        {&g, &x, &y}, out, [op](C* o, const C* gv, const C* xv, const C* yv, std::int64_t n) {
-          // A 16-bit y is rounded: recompute it in float from x (kernel_math).
-          constexpr auto recompute = core::is_half_v<T> ? kernel_math::RecomputeForward::yes
-                                                        : kernel_math::RecomputeForward::no;
-          backward_chunk(op, o, gv, xv, yv, n, recompute);
-        });
+    // A 16-bit y is rounded: recompute it in float from x (kernel_math).
+    constexpr auto recompute =
+        core::is_half_v<T> ? kernel_math::RecomputeForward::yes : kernel_math::RecomputeForward::no;
+    const auto body = [op](C* o, const C* gv, const C* xv, const C* yv, std::int64_t n) {
+      backward_chunk(op, o, gv, xv, yv, n, recompute);
+    };
+    if (g.is_contiguous() && x.is_contiguous() && y.is_contiguous()) {
+      map_contiguous<T, 3>({g.data<T>(), x.data<T>(), y.data<T>()}, out.data<T>(), x.numel(), body);
+    } else {
+      map_elementwise<C, T, T, T, T>({&g, &x, &y}, out, body);
+    }
   });
   return out;
 }

@@ -1,3 +1,5 @@
+// The vectorised float32 loops of backend/cpu/vector_math.h: exp and the activations (forward and
+// the fused backward g * op'(x)), one loop per op, compiled for several vector widths.
 #include "backend/cpu/vector_math.h"
 
 namespace mixprec::cpu {
@@ -5,20 +7,98 @@ namespace mixprec::cpu {
 namespace {
 
 // Compiled for AVX-512, AVX2 and the baseline; the loader picks the widest the CPU runs (the
-// library itself targets baseline x86-64, where this loop is only 4 lanes wide). File-local: GCC
-// gives a target_clones function's dispatcher (an ifunc) default visibility whatever
+// library itself targets baseline x86-64, where these loops are only 4 lanes wide). File-local:
+// GCC gives a target_clones function's dispatcher (an ifunc) default visibility whatever
 // -fvisibility says, so an external one would be exported by libmixprec.so
-// (scripts/check-exports.sh); exp_floats below is the plain, hidden entry point.
+// (scripts/check-exports.sh); the functions at the end are the plain, hidden entry points.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
+#define MIXPREC_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MIXPREC_VECTOR_CLONES
 #endif
+
+MIXPREC_VECTOR_CLONES
 void exp_floats_cloned(float* out, const float* x, std::int64_t n) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) out[i] = exp_float(x[i]);
 }
 
+// relu and relu6 keep NaN (every comparison with it is false, so x passes through).
+MIXPREC_VECTOR_CLONES
+bool activation_cloned(UnaryOp op, float* out, const float* x, std::int64_t n) {
+  switch (op) {
+    case UnaryOp::relu:
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.0f || x[i] != x[i] ? x[i] : 0.0f;
+      return true;
+    case UnaryOp::relu6:
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) {
+        out[i] = x[i] < 0.0f ? 0.0f : (x[i] > 6.0f ? 6.0f : x[i]);
+      }
+      return true;
+    case UnaryOp::sigmoid:
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) out[i] = sigmoid_float(x[i]);
+      return true;
+    case UnaryOp::silu:
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) out[i] = x[i] * sigmoid_float(x[i]);
+      return true;
+    default: return false;
+  }
+}
+
+// The derivatives multiply g (so a NaN or infinite g still propagates where the derivative is 0,
+// as the shared per-element body does).
+MIXPREC_VECTOR_CLONES
+bool activation_backward_cloned(UnaryOp op, float* o, const float* g, const float* x,
+                                const float* y, std::int64_t n, bool recompute) {
+  switch (op) {
+    case UnaryOp::relu:
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) o[i] = g[i] * (x[i] > 0.0f ? 1.0f : 0.0f);
+      return true;
+    case UnaryOp::relu6:
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) {
+        o[i] = g[i] * ((x[i] > 0.0f && x[i] < 6.0f) ? 1.0f : 0.0f);
+      }
+      return true;
+    case UnaryOp::sigmoid:
+      if (recompute) {
+#pragma omp simd
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float s = sigmoid_float(x[i]);
+          o[i] = g[i] * (s * (1.0f - s));
+        }
+      } else {
+#pragma omp simd
+        for (std::int64_t i = 0; i < n; ++i) o[i] = g[i] * (y[i] * (1.0f - y[i]));
+      }
+      return true;
+    case UnaryOp::silu:
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float s = sigmoid_float(x[i]);
+        o[i] = g[i] * (s * (1.0f + x[i] * (1.0f - s)));
+      }
+      return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 void exp_floats(float* out, const float* x, std::int64_t n) { exp_floats_cloned(out, x, n); }
+
+bool activation_floats(UnaryOp op, float* out, const float* x, std::int64_t n) {
+  return activation_cloned(op, out, x, n);
+}
+
+bool activation_backward_floats(UnaryOp op, float* o, const float* g, const float* x,
+                                const float* y, std::int64_t n, bool recompute) {
+  return activation_backward_cloned(op, o, g, x, y, n, recompute);
+}
 
 }  // namespace mixprec::cpu

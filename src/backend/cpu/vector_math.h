@@ -1,10 +1,13 @@
-// Elementwise float math written so that the compiler vectorises it (glibc's expf is a scalar call
-// that keeps exp-heavy kernels far below memory bandwidth).
+// Elementwise float math (exp, sigmoid and the vectorised activation loops) written so that the
+// compiler vectorises it (glibc's expf is a scalar call that keeps exp-heavy kernels far below
+// memory bandwidth).
 #pragma once
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+
+#include "core/op_kinds.h"
 
 namespace mixprec::cpu {
 
@@ -41,7 +44,25 @@ inline float exp_float(float x) {
   return is_nan ? x : result;
 }
 
+// sigmoid(x) from one exp_float of -|x| (never overflows): 1 / (1 + e) for x >= 0, e / (1 + e)
+// below, each within a few ulp. NaN stays NaN.
+inline float sigmoid_float(float x) {
+  const float ax = x < 0.0f ? -x : x;
+  const float e = exp_float(-ax);
+  const float s = 1.0f / (1.0f + e);
+  return x >= 0.0f ? s : (x != x ? x : e * s);
+}
+
 // out[i] = exp_float(x[i]), in the widest vectors the CPU has.
 void exp_floats(float* out, const float* x, std::int64_t n);
+
+// out[i] = op(x[i]) in float32, one vectorised loop per op, for the activations that have one
+// here (relu, relu6, sigmoid, silu); returns false (and writes nothing) for the other ops.
+bool activation_floats(UnaryOp op, float* out, const float* x, std::int64_t n);
+
+// o[i] = g[i] * op'(x[i]) for the same ops (false for the others). y is the forward output;
+// recompute = true ignores it and recomputes the forward from x (y rounded to 16 bits).
+bool activation_backward_floats(UnaryOp op, float* o, const float* g, const float* x,
+                                const float* y, std::int64_t n, bool recompute);
 
 }  // namespace mixprec::cpu

@@ -122,6 +122,7 @@ const NnKernels kNnKernels{
     .batch_norm_training = cuda::batch_norm_training,
     .batch_norm_inference = cuda::batch_norm_inference,
     .batch_norm_backward = cuda::batch_norm_backward,
+    .channel_gate_backward = nullptr,
     .zero_pad2d = pad_entry,
     .resize_bilinear = cuda::resize_bilinear,
     .resize_bilinear_backward = cuda::resize_bilinear_backward,
