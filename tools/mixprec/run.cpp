@@ -68,6 +68,11 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
                  .checkpoint_dir = options.checkpoint_dir,
                  .save_freq = parse_save_freq(options.save_freq)};
   config.save_dir = options.save_model;
+  if (distributed::world_size() > 1 && loop_choice(options.loop) != Loop::fit) {
+    throw UsageError("--loop " + options.loop + " runs in one process; under mpirun (world size " +
+                     std::to_string(distributed::world_size()) +
+                     ") train with --loop fit, which trains data-parallel");
+  }
   return config;
 }
 
@@ -147,7 +152,7 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
       result.test_accuracy = scores.at("accuracy");
       optimizer = model.optimizer();
       // --save: architecture, weights and compile settings (mixprec evaluate/predict load it).
-      if (!config.save_dir.empty()) model.save(config.save_dir);
+      if (!config.save_dir.empty() && distributed::rank() == 0) model.save(config.save_dir);
     } else {
       // compile()'s rule, so both loops train alike: dynamic loss scaling under mixed_float16.
       optimizer = compile_optimizer(model, optimizer);
