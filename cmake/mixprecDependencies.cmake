@@ -3,6 +3,7 @@
 #                   runtime; the CPU engine needs none of that, so the header and library are
 #                   found directly)
 #   mixprec::cudnn  cuDNN, when MIXPREC_WITH_CUDNN is set (a CUDA build that found it)
+#   mixprec::nccl   NCCL, when MIXPREC_WITH_NCCL is set (the CUDA toolkit's, or NCCL_ROOT)
 # Used by the build (CMakeLists.txt) and by the installed package (mixprecConfig.cmake, where a
 # static libmixprec needs them at link time). Sets MIXPREC_DEPENDENCY_MISSING to a message when
 # one is not found; the includer decides what that means.
@@ -36,5 +37,20 @@ if(MIXPREC_WITH_CUDNN AND NOT TARGET mixprec::cudnn)
       INTERFACE_INCLUDE_DIRECTORIES "${CUDNN_INCLUDE_DIR}" INTERFACE_LINK_LIBRARIES "${CUDNN_LIBRARY}")
   else()
     set(MIXPREC_DEPENDENCY_MISSING "cuDNN (libcudnn) was not found")
+  endif()
+endif()
+
+if(MIXPREC_WITH_NCCL AND NOT TARGET mixprec::nccl)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+    PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+    PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND EXISTS "${NCCL_INCLUDE_DIR}/nccl.h"
+     AND EXISTS "${NCCL_LIBRARY}")
+    add_library(mixprec::nccl INTERFACE IMPORTED GLOBAL)
+    set_target_properties(mixprec::nccl PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}" INTERFACE_LINK_LIBRARIES "${NCCL_LIBRARY}")
+  else()
+    set(MIXPREC_DEPENDENCY_MISSING "NCCL (libnccl) was not found")
   endif()
 endif()

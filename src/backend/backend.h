@@ -23,6 +23,7 @@ struct TensorKernels;    // backend/tensor_kernels.h: elementwise, reductions, c
 struct NnKernels;        // backend/nn_kernels.h: matmul, convolution, pooling, normalization
 struct TrainingKernels;  // backend/training_kernels.h: optimizer updates, loss scaling
 struct DeviceServices;   // backend/device_services.h: staging, events, streams, statistics
+struct Collectives;      // backend/collectives.h: all-reduce and broadcast across processes
 
 struct Backend {
   DeviceType type = DeviceType::cpu;
@@ -32,6 +33,9 @@ struct Backend {
   const NnKernels* nn = nullptr;
   const TrainingKernels* training = nullptr;
   const DeviceServices* services = nullptr;
+  // Nullable capability: null in a build without the device's collective library (MPI for the
+  // CPU, NCCL for CUDA).
+  const Collectives* collectives = nullptr;
 };
 
 // The backend of a device kind, or nullptr when this build has none (CUDA without the toolkit).

@@ -9,6 +9,7 @@
 #include "mixprec/error.h"
 #include "mixprec/logging.h"
 #include "mixprec/models/model.h"
+#include "callbacks/rank_zero.h"
 
 namespace mixprec::callbacks {
 
@@ -117,8 +118,10 @@ void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs& logs) 
 }
 
 void BackupAndRestore::backup() {
+  ++next_number_;  // the same numbering on every rank
+  if (!detail::writes_files()) return;  // data-parallel: rank 0 writes, every rank restores
   const std::filesystem::path path =
-      options_.backup_dir / (kPrefix + std::to_string(next_number_++) + kSuffix);
+      options_.backup_dir / (kPrefix + std::to_string(next_number_ - 1) + kSuffix);
   io::save_checkpoint(model(), path);
   if (options_.verbose) std::cout << "BackupAndRestore: saved " << path.string() << "\n";
   std::vector<std::filesystem::path> files = checkpoints();
@@ -130,7 +133,7 @@ void BackupAndRestore::backup() {
 
 void BackupAndRestore::on_train_end(const Logs& logs) {
   (void)logs;
-  if (!options_.delete_checkpoint) return;
+  if (!options_.delete_checkpoint || !detail::writes_files()) return;
   for (const std::filesystem::path& p : checkpoints()) {
     std::error_code ignored;
     std::filesystem::remove(p, ignored);

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "mixprec/error.h"
+#include "callbacks/rank_zero.h"
 
 namespace mixprec::callbacks {
 
@@ -35,6 +36,8 @@ void CSVLogger::on_train_begin(const Logs& logs) {
   (void)logs;
   keys_.clear();
   header_needed_ = true;
+  out_.close();
+  if (!detail::writes_files()) return;  // data-parallel: rank 0 writes (on_epoch_end: not open)
   std::error_code ec;
   if (options_.append && std::filesystem::exists(filename_, ec) &&
       std::filesystem::file_size(filename_, ec) > 0) {

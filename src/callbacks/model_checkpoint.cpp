@@ -10,6 +10,7 @@
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/logging.h"
 #include "mixprec/models/model.h"
+#include "callbacks/rank_zero.h"
 
 namespace mixprec::callbacks {
 
@@ -72,6 +73,7 @@ void ModelCheckpoint::save(int epoch, std::int64_t batch, const Logs& logs) {
     if (!monitor_.improved(*value)) return;
     monitor_.set_best(*value);
   }
+  if (!detail::writes_files()) return;  // data-parallel: rank 0 writes, every rank decides
   const std::filesystem::path path = detail::format_filepath(options_.filepath, epoch, batch, logs);
   if (path.has_parent_path()) {
     std::error_code ec;

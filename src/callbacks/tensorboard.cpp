@@ -9,6 +9,7 @@
 #include "mixprec/io/summary_writer.h"
 #include "mixprec/models/model.h"
 #include "models/training_state.h"
+#include "callbacks/rank_zero.h"
 
 namespace mixprec::callbacks {
 
@@ -67,8 +68,11 @@ TensorBoard::~TensorBoard() = default;
 void TensorBoard::on_train_begin(const Logs& logs) {
   (void)logs;
   batches_seen_ = 0;
-  train_ = std::make_unique<io::SummaryWriter>(options_.log_dir / "train");
   validation_.reset();
+  train_.reset();
+  // Data-parallel: rank 0 writes; elsewhere no writer is open and every hook returns at once.
+  if (!detail::writes_files()) return;
+  train_ = std::make_unique<io::SummaryWriter>(options_.log_dir / "train");
   if (options_.write_gradients) {
     models::TrainingState& state = models::require_compiled(model(), "TensorBoard");
     state.keep_last_gradients = true;
@@ -83,12 +87,14 @@ io::SummaryWriter& TensorBoard::validation_writer() {
 
 void TensorBoard::on_train_batch_end(std::int64_t batch, const Logs& logs) {
   (void)batch;
+  if (!train_) return;
   if (every_batches_ == 0 || ++batches_seen_ % every_batches_ != 0) return;
   const std::int64_t step = model().optimizer().iterations();
   for (const auto& [name, value] : logs) train_->scalar("batch_" + name, step, value);
 }
 
 void TensorBoard::on_epoch_end(int epoch, const Logs& logs) {
+  if (!train_) return;
   for (const auto& [name, value] : logs) {
     if (name.rfind("val_", 0) == 0) {
       validation_writer().scalar(epoch_tag(name.substr(4)), epoch, value);

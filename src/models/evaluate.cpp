@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "data/prefetch.h"
+#include "distributed/data_parallel_training.h"
 #include "mixprec/autograd.h"
 #include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/data/dataset.h"
 #include "mixprec/data/pipeline.h"
+#include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "mixprec/models/model.h"
 #include "mixprec/ops.h"
@@ -50,20 +52,31 @@ Tensor predict_pipeline(Model& model, const data::Pipeline& data, const PredictO
 namespace models {
 
 Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::Pipeline& data,
-                               std::int64_t batch_size, CallbackList& callbacks) {
+                               std::int64_t batch_size, CallbackList& callbacks,
+                               const distributed::DataParallel* data_parallel) {
   MetricState& counted = state.test_metrics;  // never fit()'s training metrics
   counted.reset();
   NoGradScope no_grad;
   const data::Epoch epoch = data.dataset().batches(batch_size);
-  // Batches on the model's device, prefetched by a producer thread on a GPU (data/prefetch.h).
-  data::Prefetcher batches(data, epoch, data::prefetch_options_for(model_device(model)));
+  // Batches on the model's device, prefetched by a producer thread on a GPU (data/prefetch.h);
+  // data-parallel: this rank's rows of each.
+  data::Prefetcher batches(
+      epoch.size(),
+      [&data, &epoch, data_parallel](std::int64_t i) {
+        return data_parallel ? distributed::detail::shard_of_batch(*data_parallel, data, epoch, i)
+                             : data.apply(epoch.batch(i));
+      },
+      data::prefetch_options_for(model_device(model)));
   callbacks.set_steps(epoch.size());
   callbacks.on_test_begin({});
   try {
     for (std::int64_t i = 0; i < epoch.size(); ++i) {
       const data::Batch batch = batches.next();
-      const Tensor y_pred = model(batch.x, CallOptions{.training = false});
-      counted.update(batch_loss(state, batch.y, y_pred), batch.x.dim(0), batch.y, y_pred);
+      // A data-parallel rank may have no rows of a small last batch: it counts nothing.
+      if (batch.x.dim(0) > 0) {
+        const Tensor y_pred = model(batch.x, CallOptions{.training = false});
+        counted.update(batch_loss(state, batch.y, y_pred), batch.x.dim(0), batch.y, y_pred);
+      }
       // Read only when a callback looks (the progress bar: when it redraws).
       callbacks.on_test_batch_end(i,
                                   callbacks::Logs::lazy([&counted] { return counted.results(); }));
@@ -72,7 +85,8 @@ Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::P
     callbacks.interrupt();
     throw;
   }
-  Scores scores{counted.results()};
+  Scores scores{data_parallel ? distributed::detail::results_across_ranks(counted)
+                              : counted.results()};
   callbacks.on_test_end(callbacks::Logs(scores.values));
   return scores;
 }
@@ -82,9 +96,14 @@ Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::P
 namespace {
 Scores evaluate_pipeline(Model& model, models::TrainingState& state, const data::Pipeline& data,
                          const EvaluateOptions& options) {
-  models::CallbackList callbacks(model, options.callbacks,
-                                 models::resolve_verbosity(options.verbose), false, {});
-  return models::evaluate_with_callbacks(model, state, data, options.batch_size, callbacks);
+  const distributed::DataParallel* dp = options.distribute ? &*options.distribute : nullptr;
+  if (dp) dp->initialize();
+  // Data-parallel: only rank 0 prints.
+  const Verbosity verbose = dp && distributed::rank() != 0
+                                ? Verbosity::silent
+                                : models::resolve_verbosity(options.verbose);
+  models::CallbackList callbacks(model, options.callbacks, verbose, false, {});
+  return models::evaluate_with_callbacks(model, state, data, options.batch_size, callbacks, dp);
 }
 }  // namespace
 

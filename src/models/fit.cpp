@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "data/prefetch.h"
+#include "distributed/data_parallel_training.h"
 #include "mixprec/callbacks/progress_bar.h"
 #include "mixprec/data/dataset.h"
 #include "mixprec/data/pipeline.h"
+#include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "mixprec/models/model.h"
 #include "models/callback_list.h"
@@ -108,10 +110,13 @@ std::int64_t steps_per_epoch(const Model& model, const FitOptions& o, std::int64
   return *o.steps_per_epoch;
 }
 
-// The logs of a batch or an epoch: the metrics, then the learning rate and loss-scaling state.
+// The logs of a batch or an epoch: the metrics (over every rank's samples when `across_ranks`, a
+// collective), then the learning rate and loss-scaling state (the same on every rank).
 callbacks::Logs::Values training_logs(const models::TrainingState& state,
-                                      std::int64_t skipped_before) {
-  callbacks::Logs::Values values = state.train_metrics.results();
+                                      std::int64_t skipped_before, bool across_ranks = false) {
+  callbacks::Logs::Values values =
+      across_ranks ? distributed::detail::results_across_ranks(state.train_metrics)
+                   : state.train_metrics.results();
   values.emplace_back(callbacks::log_names::learning_rate, state.optimizer.learning_rate());
   if (const auto& lso = state.loss_scale) {
     values.emplace_back(callbacks::log_names::loss_scale, lso->loss_scale());
@@ -128,6 +133,12 @@ double median(std::vector<double> v) {
   return v[mid];
 }
 
+// The progress output of fit(): only rank 0 of a data-parallel fit prints.
+Verbosity fit_verbosity(const FitOptions& o) {
+  if (o.distribute && distributed::rank() != 0) return Verbosity::silent;
+  return models::resolve_verbosity(o.verbose);
+}
+
 // fit()'s loop over epochs and batches, with its callbacks.
 class FitLoop {
  public:
@@ -142,7 +153,7 @@ class FitLoop {
                  .shuffle = options.shuffle ? data::Shuffle::yes : data::Shuffle::no,
                  .seed = options.seed}),
         steps_(steps_per_epoch(model, options, loader_.batches_per_epoch())),
-        verbose_(models::resolve_verbosity(options.verbose)),
+        verbose_(fit_verbosity(options)),
         callbacks_(
             model, options.callbacks, verbose_, true,
             {.epochs = options.epochs, .initial_epoch = options.initial_epoch, .steps = steps_}),
@@ -154,6 +165,7 @@ class FitLoop {
     run_.steps = steps_;
     run_.batch_size = options.batch_size;
     run_.loader_state_before = loader_.generator_state();
+    if (options.distribute) step_.data_parallel = &*options.distribute;
   }
 
   History run() {
@@ -193,7 +205,7 @@ class FitLoop {
     run_batches(epoch, first_step, e, skipped_before);
 
     std::vector<double> step_ms = timer_.take_times();
-    callbacks::Logs::Values logs = training_logs(state_, skipped_before);
+    callbacks::Logs::Values logs = training_logs(state_, skipped_before, distributed());
     if (data_.validation) validate(logs);
     double total_ms = 0.0;
     for (double t : step_ms) total_ms += t;
@@ -206,6 +218,7 @@ class FitLoop {
                       std::chrono::duration<double>(Clock::now() - epoch_start).count());
     last_logs_ = logs;
     callbacks_.on_epoch_end(e, callbacks::Logs(std::move(logs)));
+    agree_on_stopping();
     callbacks_.history()->set_step_times(std::move(step_ms));
   }
 
@@ -213,10 +226,13 @@ class FitLoop {
                    std::int64_t skipped_before) {
     // Batches first_step .. steps_ - 1 of this epoch's order (a resumed epoch skips those done).
     const data::Pipeline& train = data_.train;
+    const distributed::DataParallel* dp = step_.data_parallel;
     data::Prefetcher batches(
         steps_ - first_step,
-        [&train, &epoch, first_step](std::int64_t i) {
-          return train.apply(epoch.batch(first_step + i));
+        [&train, &epoch, first_step, dp](std::int64_t i) {
+          // Data-parallel: only this rank's rows of the batch are gathered.
+          return dp ? distributed::detail::shard_of_batch(*dp, train, epoch, first_step + i)
+                    : train.apply(epoch.batch(first_step + i));
         },
         prefetch_);
     const models::TrainingState& state = state_;
@@ -226,6 +242,7 @@ class FitLoop {
       const data::Batch batch = batches.next();
       // step_ms: the optimisation step itself (forward, backward, update, metrics), without
       // batch assembly or callbacks; on a GPU measured there with events (step_timer.h).
+      if (dp) step_.shard_weight = dp->shard_weight(distributed::detail::global_batch_rows(epoch, i));
       timer_.step_started();
       models::train_step(step_, batch.x, batch.y, {e + 1, i + 1});
       timer_.step_finished();
@@ -234,16 +251,27 @@ class FitLoop {
       callbacks_.on_train_batch_end(i, callbacks::Logs::lazy([&state, skipped_before] {
                                       return training_logs(state, skipped_before);
                                     }));
+      agree_on_stopping();
       if (model_.model_impl().stop_training) break;
     }
   }
 
   void validate(callbacks::Logs::Values& logs) {
-    const Scores scores = models::evaluate_with_callbacks(model_, state_, *data_.validation,
-                                                          options_.batch_size, callbacks_);
+    const Scores scores =
+        models::evaluate_with_callbacks(model_, state_, *data_.validation, options_.batch_size,
+                                        callbacks_, step_.data_parallel);
     callbacks_.set_steps(steps_);
     // evaluate counts into state_.test_metrics: the training metrics keep the epoch's values.
     for (const auto& [name, value] : scores.values) logs.emplace_back("val_" + name, value);
+  }
+
+  bool distributed() const { return step_.data_parallel != nullptr; }
+  // A callback that stops training on one rank (TerminateOnNaN on its own loss, ...) stops it on
+  // every rank after the same batch, so that no rank waits for the others' next collective.
+  void agree_on_stopping() {
+    if (!distributed()) return;
+    models::ModelImpl& impl = model_.model_impl();
+    impl.stop_training = distributed::detail::any_rank(impl.stop_training);
   }
 
   Model& model_;
@@ -268,6 +296,7 @@ class FitLoop {
 History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
   models::TrainingState& state = models::require_compiled(*this, "fit");
   validate_fit(*this, x, y, options);
+  if (options.distribute) distributed::detail::start_data_parallel_fit(*this, x, options);
   const FitData data = split_fit_data(data::Pipeline(data::Dataset(x, y)), options);
   return FitLoop(*this, state, data, options).run();
 }
@@ -277,6 +306,9 @@ History Model::fit(const data::Pipeline& train, FitOptions options) {
   validate_fit_options(*this, options);
   check_pipeline(*this, train, "fit");
   validate_split_and_validation_data(*this, options);
+  if (options.distribute) {
+    distributed::detail::start_data_parallel_fit(*this, train.batch(0, 1).x, options);
+  }
   const FitData data = split_fit_data(train, options);
   return FitLoop(*this, state, data, options).run();
 }

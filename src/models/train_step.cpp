@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/device_services.h"
 #include "mixprec/autograd.h"
+#include "mixprec/creation.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
 
@@ -44,6 +45,15 @@ StepGradients backward(const StepContext& ctx, const Tensor& loss) {
   if (!ctx.loss_scale) return StepGradients{grad(loss, variables)};
   const mixed_precision::LossScaleOptimizer& lso = *ctx.loss_scale;
   return StepGradients{lso.get_unscaled_gradients(grad(lso.get_scaled_loss(loss), variables))};
+}
+
+void reduce_gradients(StepContext& ctx, const StepGradients& grads) {
+  if (!ctx.data_parallel) return;
+  if (grads.unscaled && ctx.loss_scale) {
+    ctx.data_parallel->all_reduce_gradients(*grads.unscaled, ctx.shard_weight, *ctx.loss_scale);
+  } else {
+    ctx.data_parallel->all_reduce_gradients(grads.plain, ctx.shard_weight);
+  }
 }
 
 void optimizer_step(StepContext& ctx, const StepGradients& grads) {
@@ -93,12 +103,46 @@ bool loss_scale_stuck(StepContext& ctx) {
 
 }  // namespace
 
+namespace {
+
+// A data-parallel rank with no rows of this batch (a last batch smaller than the world): it adds
+// zero gradients to the others' and applies the same update.
+void empty_shard_step(StepContext& ctx) {
+  if (!ctx.variables) ctx.variables = ctx.model.trainable_variables();
+  if (ctx.variables->empty()) return;
+  std::vector<Tensor> zero;
+  zero.reserve(ctx.variables->size());
+  for (const Tensor& v : *ctx.variables) zero.push_back(zeros_like(v));
+  StepGradients grads = ctx.loss_scale
+                            ? StepGradients{ctx.loss_scale->get_unscaled_gradients(zero)}
+                            : StepGradients{std::move(zero)};
+  reduce_gradients(ctx, grads);
+  optimizer_step(ctx, grads);
+  // The ranks with rows throw the stuck-scale error at this step (the state is the same on all).
+  if (ctx.loss_scale && loss_scale_stuck(ctx)) {
+    throw Error("model '" + ctx.model.name() + "': the loss scale is stuck (" +
+                std::to_string(kStuckScaleSteps) +
+                " consecutive skipped steps at a scale that cannot go lower); the ranks with "
+                "rows in this batch name the layer that produces the Inf/NaN");
+  }
+}
+
+}  // namespace
+
 void train_step(StepContext& ctx, const Tensor& x, const Tensor& y, StepPosition position) {
+  if (ctx.data_parallel && x.dim(0) == 0) {
+    empty_shard_step(ctx);
+    return;
+  }
   const StepBatch batch = to_step_device(ctx, x, y);
   const Tensor y_pred = forward(ctx, batch.x);
   const Tensor loss = compute_loss(ctx, batch.y, y_pred);
   const bool stepped = !ctx.variables->empty();
-  if (stepped) optimizer_step(ctx, backward(ctx, loss));
+  if (stepped) {
+    const StepGradients grads = backward(ctx, loss);
+    reduce_gradients(ctx, grads);
+    optimizer_step(ctx, grads);
+  }
   ctx.state.train_metrics.update(loss, batch.x.dim(0), batch.y, y_pred);
   if (!stepped || !ctx.loss_scale || !loss_scale_stuck(ctx)) return;
   throw_stuck_scale(ctx, batch, position);

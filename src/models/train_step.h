@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "mixprec/distributed/data_parallel.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/models/model.h"
 #include "mixprec/tensor.h"
@@ -42,6 +43,11 @@ struct StepContext {
   // trainable_variables(), listed after the first forward (which builds an unbuilt Sequential) and
   // reused by every later step. Frozen layers are not in it, so they get no gradient.
   std::optional<std::vector<Tensor>> variables;
+  // Data-parallel training (FitOptions::distribute): the gradients are reduced over the ranks
+  // after backward(), each rank's weighted by shard_weight (its rows / the global batch's rows,
+  // set by fit() before each step). Null: this process trains alone.
+  const distributed::DataParallel* data_parallel = nullptr;
+  double shard_weight = 1.0;
 };
 
 // What backward() returns: the gradients, and under loss scaling the LossScaleOptimizer's record
@@ -74,11 +80,16 @@ Tensor compute_loss(const StepContext& ctx, const Tensor& y, const Tensor& y_pre
 // none. With loss scaling: of the scaled loss, then unscaled (and checked for Inf/NaN).
 StepGradients backward(const StepContext& ctx, const Tensor& loss);
 
+// Under ctx.data_parallel: the gradients summed over the ranks, weighted by ctx.shard_weight, in
+// place (and the loss-scaling verdict agreed); otherwise nothing.
+void reduce_gradients(StepContext& ctx, const StepGradients& grads);
+
 // apply_gradients of the compiled optimizer (a LossScaleOptimizer skips a non-finite step); keeps
 // the gradients when the TensorBoard callback asks for them (TrainingState::keep_last_gradients).
 void optimizer_step(StepContext& ctx, const StepGradients& grads);
 
-// One optimisation step on (x, y), the pieces above in order, then the training metrics
+// One optimisation step on (x, y), the pieces above in order (under data parallelism a shard of no
+// rows contributes zero gradients and counts no samples), then the training metrics
 // (state.train_metrics). Throws mixprec::Error (diagnose_non_finite) after kStuckScaleSteps
 // consecutive skipped steps at a scale that cannot go lower.
 void train_step(StepContext& ctx, const Tensor& x, const Tensor& y, StepPosition position);

@@ -133,9 +133,11 @@ void check_samples(const Tensor& x, const Tensor& y, const char* what);
 
 class CallbackList;
 // evaluate() on `data` with the callbacks' test hooks (fit()'s validation passes fit's list), in
-// state.test_metrics.
+// state.test_metrics. With `data_parallel`: this rank's shard of every batch, and the scores over
+// every rank's samples (a collective; the batch-end logs are this rank's own running values).
 Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::Pipeline& data,
-                               std::int64_t batch_size, CallbackList& callbacks);
+                               std::int64_t batch_size, CallbackList& callbacks,
+                               const distributed::DataParallel* data_parallel = nullptr);
 
 // The stuck-scale error's diagnosis on the offending batch: runs the model layer by layer and
 // names the first layer whose output has Inf/NaN; when every output is finite, the place where

@@ -12,6 +12,7 @@
 
 #include "mixprec/error.h"
 #include "optimizers/loss_scale.h"
+#include "optimizers/loss_scale_agreement.h"
 #include "optimizers/optimizer_impl.h"
 
 namespace mixprec::mixed_precision {
@@ -34,6 +35,8 @@ class LossScaleOptimizerImpl final : public optimizers::detail::OptimizerImpl {
   const LossScale& loss_scale() const { return loss_scale_; }
 
   Tensor scaled_loss(const Tensor& loss) { return loss_scale_.scaled_loss(loss); }
+  // The found_inf flag where the state lives (loss_scale_agreement.h).
+  Tensor found_inf_flag() { return loss_scale_.found_inf(loss_scale_.device()); }
 
   // The unscaled gradients and the number of the check whose verdict the state now holds.
   std::pair<std::vector<Tensor>, std::uint64_t> unscale(const std::vector<Tensor>& grads) {
@@ -238,6 +241,20 @@ bool LossScaleOptimizer::last_step_skipped() const {
 optimizers::Optimizer LossScaleOptimizer::inner_optimizer() const {
   return self(*this).inner_handle();
 }
+
+}  // namespace mixprec::mixed_precision
+
+namespace mixprec::optimizers::detail {
+
+void combine_found_inf(mixed_precision::LossScaleOptimizer& optimizer,
+                       const std::function<void(Tensor& flag)>& combine) {
+  Tensor flag = mixed_precision::self(optimizer).found_inf_flag();
+  combine(flag);
+}
+
+}  // namespace mixprec::optimizers::detail
+
+namespace mixprec::mixed_precision {
 
 std::optional<LossScaleOptimizer> as_loss_scale_optimizer(const optimizers::Optimizer& optimizer) {
   if (!optimizer.defined() || !dynamic_cast<LossScaleOptimizerImpl*>(optimizer.impl().get())) {

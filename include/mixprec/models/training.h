@@ -11,6 +11,7 @@
 
 #include "mixprec/callbacks/callback.h"
 #include "mixprec/data/pipeline.h"
+#include "mixprec/distributed/data_parallel.h"
 #include "mixprec/losses.h"
 #include "mixprec/metrics.h"
 #include "mixprec/optimizers.h"
@@ -56,6 +57,12 @@ struct FitOptions {
   int initial_epoch = 0;
   // Batches per epoch; default: every batch of the training data. At most the number of batches.
   std::optional<std::int64_t> steps_per_epoch;
+  // Data-parallel training over the processes of the launcher (mpirun -np N), as Keras under a
+  // distribution strategy: include/mixprec/distributed/data_parallel.h. batch_size is then the
+  // GLOBAL batch: each of the N ranks computes on its shard of every batch (rows
+  // [r*n/N, (r+1)*n/N)), so N ranks with batch_size B take the same steps as one process with B.
+  // Unset: this process trains alone. In a group of one, set or not, the training is the same.
+  std::optional<distributed::DataParallel> distribute;
 };
 
 struct EvaluateOptions {
@@ -63,6 +70,9 @@ struct EvaluateOptions {
   Verbosity verbose = Verbosity::automatic;
   // on_test_begin, on_test_batch_end and on_test_end of each.
   std::vector<callbacks::CallbackRef> callbacks;
+  // Data-parallel evaluation (data_parallel.h): each rank computes on its shard of every batch of
+  // batch_size (the global batch) and the scores are over every rank's samples, the same on all.
+  std::optional<distributed::DataParallel> distribute;
 };
 
 struct PredictOptions {

@@ -9,6 +9,12 @@ extern const TensorKernels kTensorKernels;      // tensor_kernels.cpp
 extern const NnKernels kNnKernels;              // nn_kernels.cpp
 extern const TrainingKernels kTrainingKernels;  // training_kernels.cpp
 extern const DeviceServices kDeviceServices;    // device_services.cpp
+#if MIXPREC_HAVE_MPI
+extern const Collectives kCollectives;  // collectives.cpp (MPI)
+constexpr const Collectives* kCollectivesIfBuilt = &kCollectives;
+#else
+constexpr const Collectives* kCollectivesIfBuilt = nullptr;  // a build without MPI
+#endif
 
 extern const Backend kBackend;
 const Backend kBackend{.type = DeviceType::cpu,
@@ -17,6 +23,7 @@ const Backend kBackend{.type = DeviceType::cpu,
                        .tensor = &kTensorKernels,
                        .nn = &kNnKernels,
                        .training = &kTrainingKernels,
-                       .services = &kDeviceServices};
+                       .services = &kDeviceServices,
+                       .collectives = kCollectivesIfBuilt};
 
 }  // namespace mixprec::cpu
