@@ -7,11 +7,12 @@
 //
 // Every rank builds the same model (same seed: the same initial weights without a broadcast) and
 // trains on its own fixed synthetic batch of B samples (the global batch is B x world size). A
-// step is forward, backward, the all-reduce of the float32 gradients over the group (each summed,
-// then divided by the world size: the gradient of the global batch's mean loss, as DataParallel
-// does) and the optimizer update; in a group of one there is no all-reduce. The time is the
-// slowest rank's for S steps after W untimed ones; the all-reduce's own share is reported too.
-// Rank 0 prints one JSON object (and writes it to PATH).
+// step is forward, backward, the all-reduce of the float32 gradients over the group
+// (DataParallel::all_reduce_gradients, the bucketed reduction fit() uses, each rank weighted by
+// 1 / world size: the gradient of the global batch's mean loss) and the optimizer update; in a
+// group of one there is no all-reduce. The time is the slowest rank's for S steps after W untimed
+// ones; the all-reduce's own share is reported too. Rank 0 prints one JSON object (and writes it to
+// PATH).
 #include <omp.h>
 
 #include <algorithm>
@@ -78,6 +79,7 @@ Options parse(int argc, char** argv) {
 struct Trainer {
   mp::Model model;
   mp::optimizers::Optimizer optimizer = mp::optimizers::SGD({.learning_rate = 0.01});
+  mp::distributed::DataParallel data_parallel;  // its gradient all-reduce (25 MB buckets)
   std::vector<mp::Tensor> variables;
   mp::Tensor x, y;
   double allreduce_seconds = 0;  // accumulated over the timed steps
@@ -91,10 +93,7 @@ struct Trainer {
     if (world > 1) {
       const auto t0 = Clock::now();
       mp::NoGradScope no_grad;
-      for (mp::Tensor& g : grads) {
-        mp::distributed::all_reduce(g);
-        g.assign(mp::mul(g, 1.0 / world));
-      }
+      data_parallel.all_reduce_gradients(grads, 1.0 / world);  // float32 buckets, as fit() does
       allreduce_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
     }
     optimizer.apply_gradients(grads, variables);

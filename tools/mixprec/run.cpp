@@ -140,14 +140,19 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
       model.compile({.optimizer = optimizer,
                      .loss = std::string("sparse_categorical_crossentropy"),
                      .metrics = {std::string("accuracy")}});
+      // Under mpirun (world size > 1): data-parallel, --batch-size being the global batch.
+      std::optional<distributed::DataParallel> distribute;
+      if (distributed::world_size() > 1) distribute = distributed::DataParallel{};
       result.history = model.fit(train, {.batch_size = config.batch_size,
                                          .epochs = o.epochs,
                                          .verbose = config.verbose,
                                          .validation_split = o.validation_split,
                                          .seed = o.seed,
-                                         .callbacks = make_run_callbacks(config.keep)});
-      const Scores scores =
-          model.evaluate(test, {.batch_size = config.batch_size, .verbose = Verbosity::silent});
+                                         .callbacks = make_run_callbacks(config.keep),
+                                         .distribute = distribute});
+      const Scores scores = model.evaluate(test, {.batch_size = config.batch_size,
+                                                  .verbose = Verbosity::silent,
+                                                  .distribute = distribute});
       result.test_loss = scores[0];
       result.test_accuracy = scores.at("accuracy");
       optimizer = model.optimizer();
