@@ -3,6 +3,7 @@
 #include "layers/sync_batch_norm.h"
 
 #include <string>
+#include <utility>
 
 #include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
@@ -38,7 +39,7 @@ SyncBatchNormOutput sync_batch_norm_training(const Tensor& x, const Tensor& gamm
 
 namespace {
 
-BatchNormalizationOptions synchronized(BatchNormalizationOptions options) {
+BatchNormalizationOptions with_synchronized(BatchNormalizationOptions options) {
   options.synchronized = true;
   return options;
 }
@@ -46,6 +47,6 @@ BatchNormalizationOptions synchronized(BatchNormalizationOptions options) {
 }  // namespace
 
 SyncBatchNormalization::SyncBatchNormalization(BatchNormalizationOptions options)
-    : BatchNormalization(synchronized(std::move(options))) {}
+    : BatchNormalization(with_synchronized(std::move(options))) {}
 
 }  // namespace mixprec::layers

@@ -26,6 +26,10 @@ Model compiled_model(std::uint64_t seed) {
   return model;
 }
 
+using io::load_safetensors;
+using io::SafetensorsContents;
+using io::save_safetensors;
+
 // Rewrites the checkpoint's state JSON through `edit`.
 template <typename F>
 void edit_state(const std::string& path, F edit) {
