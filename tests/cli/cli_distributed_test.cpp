@@ -124,9 +124,10 @@ TEST_F(CliDistributedTrain, TwoRanksTrainLikeOneProcessWithTheGlobalBatch) {
   // Same initial weights (rank 0's), same batches, gradients averaged over the global batch: the
   // weights differ only by float32 summation order (two partial sums added instead of one), a
   // few ulps per step; after 6 SGD steps the test loss agrees to far better than 1e-3.
-  const double la = a.at("test_loss"), lb = b.at("test_loss");
+  const double la = a.at("test").at("loss"), lb = b.at("test").at("loss");
   EXPECT_LE(std::abs(la - lb), 1e-3 * std::abs(la)) << la << " vs " << lb;
-  EXPECT_LE(std::abs(a.at("test_accuracy").get<double>() - b.at("test_accuracy").get<double>()),
+  EXPECT_LE(std::abs(a.at("test").at("accuracy").get<double>() -
+                     b.at("test").at("accuracy").get<double>()),
             0.01);  // at most one of the 100 test samples
 }
 

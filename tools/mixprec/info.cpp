@@ -49,7 +49,7 @@ void run_info(const std::string& json_path, const Invocation& invocation) {
       : cuda_toolkit ? "not built (a CUDA toolkit was found, but the backend is not part of "
                        "this build)"
                      : "not built");
-  std::printf("distributed: world size %d, rank %d, local rank %d (%s); MPI %s, NCCL %s\n",
+  std::printf("distributed: world size %d, rank %d, local rank %d; %s; MPI %s, NCCL %s\n",
               distributed::world_size(), distributed::rank(), distributed::local_rank(),
               distributed::describe().c_str(),
               distributed::built_with_mpi() ? "built in" : "not built",
