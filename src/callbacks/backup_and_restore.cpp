@@ -6,10 +6,10 @@
 #include <system_error>
 #include <utility>
 
+#include "callbacks/rank_zero.h"
 #include "mixprec/error.h"
 #include "mixprec/logging.h"
 #include "mixprec/models/model.h"
-#include "callbacks/rank_zero.h"
 
 namespace mixprec::callbacks {
 
@@ -118,7 +118,7 @@ void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs& logs) 
 }
 
 void BackupAndRestore::backup() {
-  ++next_number_;  // the same numbering on every rank
+  ++next_number_;                       // the same numbering on every rank
   if (!detail::writes_files()) return;  // data-parallel: rank 0 writes, every rank restores
   const std::filesystem::path path =
       options_.backup_dir / (kPrefix + std::to_string(next_number_ - 1) + kSuffix);

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <utility>
 
-#include "mixprec/error.h"
 #include "callbacks/rank_zero.h"
+#include "mixprec/error.h"
 
 namespace mixprec::callbacks {
 

@@ -6,11 +6,11 @@
 #include <system_error>
 
 #include "callbacks/filepath_template.h"
+#include "callbacks/rank_zero.h"
 #include "mixprec/error.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/logging.h"
 #include "mixprec/models/model.h"
-#include "callbacks/rank_zero.h"
 
 namespace mixprec::callbacks {
 

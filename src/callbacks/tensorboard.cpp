@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "callbacks/rank_zero.h"
 #include "mixprec/error.h"
 #include "mixprec/io/summary_writer.h"
 #include "mixprec/models/model.h"
 #include "models/training_state.h"
-#include "callbacks/rank_zero.h"
 
 namespace mixprec::callbacks {
 

@@ -15,10 +15,11 @@ namespace mixprec::distributed {
 
 ShardRange shard_range(std::int64_t rows, int rank, int world) {
   if (rows < 0 || world < 1 || rank < 0 || rank >= world) {
-    throw ValueError("distributed::shard_range: needs rows >= 0, world >= 1 and 0 <= rank < world, "
-                     "got rows " +
-                     std::to_string(rows) + ", rank " + std::to_string(rank) + ", world " +
-                     std::to_string(world));
+    throw ValueError(
+        "distributed::shard_range: needs rows >= 0, world >= 1 and 0 <= rank < world, "
+        "got rows " +
+        std::to_string(rows) + ", rank " + std::to_string(rank) + ", world " +
+        std::to_string(world));
   }
   // rank * rows / world without overflow for any batch that fits in memory.
   return {rank * rows / world, (rank + 1) * rows / world};

@@ -2,16 +2,22 @@
 #include "distributed/data_parallel_training.h"
 
 #include <algorithm>
+#include <string>
 
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
 #include "mixprec/distributed/distributed.h"
+#include "mixprec/error.h"
 #include "mixprec/random.h"
 #include "models/training_state.h"
 
 namespace mixprec::distributed::detail {
 
 void start_data_parallel_fit(Model& model, const Tensor& sample_x, FitOptions& options) {
+  if (options.distribute->bucket_bytes <= 0) {
+    throw ValueError("model '" + model.name() + "': fit(): distribute.bucket_bytes must be " +
+                     "positive, got " + std::to_string(options.distribute->bucket_bytes));
+  }
   options.distribute->initialize();
   if (!model.built()) {
     // An unbuilt Sequential gets its variables on its first call: make them now, then take rank

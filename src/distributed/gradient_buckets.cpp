@@ -41,9 +41,7 @@ void check_gradient(const Tensor& g, std::size_t i) {
   }
 }
 
-Tensor weighted(const Tensor& g, double weight) {
-  return weight == 1.0 ? g : mul(g, weight);
-}
+Tensor weighted(const Tensor& g, double weight) { return weight == 1.0 ? g : mul(g, weight); }
 
 }  // namespace
 

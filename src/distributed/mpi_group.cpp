@@ -53,10 +53,10 @@ Communicator join_mpi_world() {
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
     std::atexit(finalize_at_exit);
   }
-  // Errors come back as codes (turned into DistributedError) instead of aborting every rank.
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm comm = MPI_COMM_NULL;
   check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+  // On mixprec's own communicator errors come back as codes (turned into DistributedError)
+  // instead of aborting every rank; the program's MPI_COMM_WORLD keeps its handler.
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   Communicator group;
   MPI_Comm_rank(comm, &group.rank);

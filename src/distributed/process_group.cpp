@@ -120,8 +120,9 @@ std::string describe() {
   for (DeviceType type : {DeviceType::cpu, DeviceType::cuda}) {
     const Backend* backend = find_backend(type);
     if (backend != nullptr && backend->collectives != nullptr) {
-      text += std::string(type == DeviceType::cpu ? ", MPI: " : ", NCCL: ") +
-              backend->collectives->library();
+      // ", MPI: Open MPI v4.1.4", ", NCCL 2.21.5"
+      text +=
+          std::string(type == DeviceType::cpu ? ", MPI: " : ", ") + backend->collectives->library();
     }
   }
   return text;

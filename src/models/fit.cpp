@@ -205,7 +205,7 @@ class FitLoop {
     run_batches(epoch, first_step, e, skipped_before);
 
     std::vector<double> step_ms = timer_.take_times();
-    callbacks::Logs::Values logs = training_logs(state_, skipped_before, distributed());
+    callbacks::Logs::Values logs = training_logs(state_, skipped_before, data_parallel());
     if (data_.validation) validate(logs);
     double total_ms = 0.0;
     for (double t : step_ms) total_ms += t;
@@ -242,7 +242,8 @@ class FitLoop {
       const data::Batch batch = batches.next();
       // step_ms: the optimisation step itself (forward, backward, update, metrics), without
       // batch assembly or callbacks; on a GPU measured there with events (step_timer.h).
-      if (dp) step_.shard_weight = dp->shard_weight(distributed::detail::global_batch_rows(epoch, i));
+      if (dp)
+        step_.shard_weight = dp->shard_weight(distributed::detail::global_batch_rows(epoch, i));
       timer_.step_started();
       models::train_step(step_, batch.x, batch.y, {e + 1, i + 1});
       timer_.step_finished();
@@ -257,19 +258,18 @@ class FitLoop {
   }
 
   void validate(callbacks::Logs::Values& logs) {
-    const Scores scores =
-        models::evaluate_with_callbacks(model_, state_, *data_.validation, options_.batch_size,
-                                        callbacks_, step_.data_parallel);
+    const Scores scores = models::evaluate_with_callbacks(
+        model_, state_, *data_.validation, options_.batch_size, callbacks_, step_.data_parallel);
     callbacks_.set_steps(steps_);
     // evaluate counts into state_.test_metrics: the training metrics keep the epoch's values.
     for (const auto& [name, value] : scores.values) logs.emplace_back("val_" + name, value);
   }
 
-  bool distributed() const { return step_.data_parallel != nullptr; }
+  bool data_parallel() const { return step_.data_parallel != nullptr; }
   // A callback that stops training on one rank (TerminateOnNaN on its own loss, ...) stops it on
   // every rank after the same batch, so that no rank waits for the others' next collective.
   void agree_on_stopping() {
-    if (!distributed()) return;
+    if (!data_parallel()) return;
     models::ModelImpl& impl = model_.model_impl();
     impl.stop_training = distributed::detail::any_rank(impl.stop_training);
   }

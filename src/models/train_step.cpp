@@ -113,9 +113,8 @@ void empty_shard_step(StepContext& ctx) {
   std::vector<Tensor> zero;
   zero.reserve(ctx.variables->size());
   for (const Tensor& v : *ctx.variables) zero.push_back(zeros_like(v));
-  StepGradients grads = ctx.loss_scale
-                            ? StepGradients{ctx.loss_scale->get_unscaled_gradients(zero)}
-                            : StepGradients{std::move(zero)};
+  StepGradients grads = ctx.loss_scale ? StepGradients{ctx.loss_scale->get_unscaled_gradients(zero)}
+                                       : StepGradients{std::move(zero)};
   reduce_gradients(ctx, grads);
   optimizer_step(ctx, grads);
   // The ranks with rows throw the stuck-scale error at this step (the state is the same on all).

@@ -23,7 +23,9 @@
 //    identically; a callback that stops training on one rank stops it on all at the same batch.
 //    Between epoch ends the progress bar shows rank 0's own running values;
 //  - only rank 0 prints progress and writes files (TensorBoard, CSVLogger, ModelCheckpoint,
-//    BackupAndRestore); the other ranks are silent.
+//    BackupAndRestore; every rank restores from BackupAndRestore's files and takes the same
+//    decisions); the other ranks are silent. A callback of your own runs on every rank: test
+//    distributed::rank() == 0 before writing.
 // In a group of one (no launcher) fit() with `distribute` trains exactly as without it.
 //
 // The custom loop, by hand (x, y: the global batch, the same on every rank):
