@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "io/checkpoint_state.h"
+#include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
@@ -42,7 +43,7 @@ optimizers::Optimizer compiled_optimizer(const Model& model, const std::string& 
   return opt;
 }
 
-CheckpointInfo info_from(const json& state) {
+CheckpointInfo info_from(const json& state, const std::string& where) {
   CheckpointInfo info;
   info.model_name = state.value("model", "");
   const json& opt = state.at("optimizer");
@@ -51,6 +52,7 @@ CheckpointInfo info_from(const json& state) {
   if (opt.contains("scalars") && opt["scalars"].contains("loss_scale")) {
     info.loss_scale = opt["scalars"]["loss_scale"].get<double>();
   }
+  info.world_size = detail::world_size_from_json(state, where);
   if (state.contains("position") && state["position"].is_object()) {
     info.in_fit = true;
     info.epoch = state["position"].value("epoch", 0);
@@ -127,6 +129,7 @@ void save_checkpoint(const Model& model, const std::filesystem::path& path) {
   }
   json state;
   state["model"] = model.name();
+  state["world_size"] = distributed::world_size();
   state["optimizer"] = detail::optimizer_to_json(opt.get_state(), "optimizer/", tensors);
   if (!opt.learning_rate_is_schedule()) state["learning_rate"] = opt.learning_rate();
   state["default_generator"] = detail::generator_to_json(default_generator().state());
@@ -149,7 +152,10 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path) 
   const SafetensorsContents file = load_safetensors(path);
   const json state = state_of(file, where);
 
-  // Everything is checked before anything changes.
+  // Everything is checked before anything changes; the group's size first (the other checks
+  // would name a symptom of it).
+  detail::check_world_size(detail::world_size_from_json(state, where), distributed::world_size(),
+                           where);
   const std::vector<Tensor> weights = matched_weights(model, file.tensors, where);
   const optimizers::OptimizerState opt_state =
       detail::optimizer_from_json(state.at("optimizer"), "optimizer/", file.tensors, where);
@@ -187,13 +193,13 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path) 
   default_generator().set_state(default_state);
   for (const auto& [name, g] : generators) g->set_state(generator_states[name]);
   if (resume) run->resume = resume;
-  return info_from(state);
+  return info_from(state, where);
 }
 
 CheckpointInfo read_checkpoint_info(const std::filesystem::path& path) {
   const SafetensorsContents file = load_safetensors(path);
   try {
-    return info_from(state_of(file, path.string()));
+    return info_from(state_of(file, path.string()), path.string());
   } catch (const json::exception& e) {
     throw IOError(path.string() + ": the checkpoint's state is malformed (" + e.what() + ")");
   }

@@ -133,4 +133,23 @@ models::ResumePoint position_from_json(const json& j, const models::FitRun& run,
   return p;
 }
 
+int world_size_from_json(const json& state, const std::string& where) {
+  if (!state.is_object() || !state.contains("world_size")) return 1;
+  const json& v = state.at("world_size");
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (1 << 24)) {
+    bad(where, "\"world_size\" is not a positive integer");
+  }
+  return v.get<int>();
+}
+
+void check_world_size(int saved, int current, const std::string& where) {
+  if (saved == current) return;
+  throw ValueError(where + ": the checkpoint was written by a group of " + std::to_string(saved) +
+                   " process" + (saved == 1 ? "" : "es") + " (world size " + std::to_string(saved) +
+                   "), this run has world size " + std::to_string(current) +
+                   "; resume it with mpirun -np " + std::to_string(saved) +
+                   (saved == 1 ? " or without mpirun" : "") +
+                   ", or start a new run in another directory");
+}
+
 }  // namespace mixprec::io::detail

@@ -34,4 +34,11 @@ nlohmann::json position_to_json(const models::FitRun& run);
 models::ResumePoint position_from_json(const nlohmann::json& j, const models::FitRun& run,
                                        const std::string& where);
 
+// The world size a checkpoint's state records ("world_size"; 1 when absent: checkpoints written
+// before the field, all by one process). IOError for a value that is not a positive integer.
+int world_size_from_json(const nlohmann::json& state, const std::string& where);
+// ValueError naming both sizes when a checkpoint written by `saved` processes is loaded by a group
+// of `current`: the shards, the global batch and the position in the epoch depend on it.
+void check_world_size(int saved, int current, const std::string& where);
+
 }  // namespace mixprec::io::detail

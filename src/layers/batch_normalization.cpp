@@ -5,8 +5,10 @@
 #include <string>
 
 #include "layers/layer_config.h"
+#include "layers/sync_batch_norm.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
+#include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
@@ -24,6 +26,7 @@ class BatchNormalizationImpl final : public LayerImpl {
     c["epsilon"] = o_.epsilon;
     c["center"] = o_.center;
     c["scale"] = o_.scale;
+    if (o_.synchronized) c["synchronized"] = true;  // absent: false (configs before the option)
     c["beta_initializer"] =
         detail::initializer_config(o_.beta_initializer, name(), "beta_initializer");
     c["gamma_initializer"] =
@@ -110,6 +113,12 @@ class BatchNormalizationImpl final : public LayerImpl {
       return {batch_norm_inference(x, gamma, beta, moving_mean_.to(param),
                                    moving_variance_.to(param), o_.epsilon)};
     }
+    if (o_.synchronized && distributed::world_size() > 1) {  // src/layers/sync_batch_norm.cpp
+      const detail::SyncBatchNormOutput s =
+          detail::sync_batch_norm_training(x, gamma, beta, o_.epsilon);
+      update_moving_statistics(s.out, s.count, param);
+      return {s.out.y};
+    }
     BatchNormOutput out = batch_norm_training(x, gamma, beta, o_.epsilon);
     update_moving_statistics(out, x.numel() / x.dim(-1), param);
     return {out.y};
@@ -167,6 +176,7 @@ double BatchNormalization::momentum() const { return bn_impl(*this).o_.momentum;
 double BatchNormalization::epsilon() const { return bn_impl(*this).o_.epsilon; }
 bool BatchNormalization::center() const { return bn_impl(*this).o_.center; }
 bool BatchNormalization::scale() const { return bn_impl(*this).o_.scale; }
+bool BatchNormalization::synchronized() const { return bn_impl(*this).o_.synchronized; }
 Tensor BatchNormalization::gamma() const {
   return built_variable(bn_impl(*this), bn_impl(*this).gamma_, "gamma");
 }

@@ -187,6 +187,7 @@ layers::Layer make_layer(const std::string& cls, Object& c, const ModelConfigLim
     o.gamma_initializer = read_initializer(c, "gamma_initializer");
     o.moving_mean_initializer = read_initializer(c, "moving_mean_initializer");
     o.moving_variance_initializer = read_initializer(c, "moving_variance_initializer");
+    o.synchronized = c.has("synchronized") && c.boolean("synchronized");  // Keras 3's option
     o.dtype = m.dtype, o.name = m.name, o.trainable = m.trainable;
     c.finish();
     return BatchNormalization(o);

@@ -69,7 +69,10 @@ std::vector<std::string> on_the_cpu_unless_told(const std::vector<std::string>& 
 
 }  // namespace
 
-CliProcess::CliProcess(const std::vector<std::string>& given)
+CliProcess::CliProcess(const std::vector<std::string>& given) : CliProcess({}, given) {}
+
+CliProcess::CliProcess(const std::vector<std::string>& launcher,
+                       const std::vector<std::string>& given)
     : capture_(std::make_unique<TempDir>()) {
   const std::vector<std::string> args = on_the_cpu_unless_told(given);
   const std::string out_path = capture_->file("stdout"), err_path = capture_->file("stderr");
@@ -80,16 +83,16 @@ CliProcess::CliProcess(const std::vector<std::string>& given)
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<std::string> storage = {MIXPREC_CLI_BINARY};
+  std::vector<std::string> storage = launcher;
+  storage.push_back(MIXPREC_CLI_BINARY);
   storage.insert(storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : storage) argv.push_back(s.data());
   argv.push_back(nullptr);
-  const int rc = posix_spawn(&pid_, MIXPREC_CLI_BINARY, &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&pid_, storage[0].c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) {
-    throw std::runtime_error(std::string("cannot run " MIXPREC_CLI_BINARY ": ") +
-                             std::strerror(rc));
+    throw std::runtime_error("cannot run " + storage[0] + ": " + std::strerror(rc));
   }
 }
 
@@ -123,6 +126,11 @@ CliResult CliProcess::wait() {
 }
 
 CliResult run_cli(const std::vector<std::string>& args) { return CliProcess(args).wait(); }
+
+CliResult run_cli_under(const std::vector<std::string>& launcher,
+                        const std::vector<std::string>& args) {
+  return CliProcess(launcher, args).wait();
+}
 
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);

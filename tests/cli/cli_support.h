@@ -25,12 +25,18 @@ struct CliResult {
 // Runs MIXPREC_CLI_BINARY with `args` (no shell involved) and waits for it. train, compare and
 // bench run with --device cpu unless `args` name a --device (see cli_support.cpp).
 CliResult run_cli(const std::vector<std::string>& args);
+// The same through a launcher (CliProcess's second constructor).
+CliResult run_cli_under(const std::vector<std::string>& launcher,
+                        const std::vector<std::string>& args);
 
 // The same, without waiting: start it, maybe kill() it (the SIGKILL test), then wait(). The
 // destructor kills and reaps a process that was not waited for.
 class CliProcess {
  public:
   explicit CliProcess(const std::vector<std::string>& args);
+  // The binary started through a launcher: `launcher` is its command line (an absolute path
+  // first, e.g. mpirun and its options), the binary and `args` follow it.
+  CliProcess(const std::vector<std::string>& launcher, const std::vector<std::string>& args);
   ~CliProcess();
   CliProcess(const CliProcess&) = delete;
   CliProcess& operator=(const CliProcess&) = delete;

@@ -1,6 +1,6 @@
 // `mixprec info`: the devices (as list_physical_devices sees them), what this build contains, and
 // the policy pick_policy_for_device() recommends here, with its reason and the slow-policy
-// warnings of DESIGN §2.6.
+// warnings of DESIGN §2.6, and this process's place in a data-parallel group (rank, world size).
 #include <omp.h>
 
 #include <cstdio>
@@ -30,6 +30,12 @@ std::string join_features(const std::vector<std::string>& features) {
   return out.empty() ? "-" : out;
 }
 
+nlohmann::ordered_json distributed_json() {
+  return {{"world_size", distributed::world_size()}, {"rank", distributed::rank()},
+          {"local_rank", distributed::local_rank()}, {"describe", distributed::describe()},
+          {"mpi", distributed::built_with_mpi()},    {"nccl", distributed::built_with_nccl()}};
+}
+
 void run_info(const std::string& json_path, const Invocation& invocation) {
   const auto devices = list_physical_devices();
   const auto choice = mixed_precision::pick_policy_for_device(devices);
@@ -43,6 +49,11 @@ void run_info(const std::string& json_path, const Invocation& invocation) {
       : cuda_toolkit ? "not built (a CUDA toolkit was found, but the backend is not part of "
                        "this build)"
                      : "not built");
+  std::printf("distributed: world size %d, rank %d, local rank %d; %s; MPI %s, NCCL %s\n",
+              distributed::world_size(), distributed::rank(), distributed::local_rank(),
+              distributed::describe().c_str(),
+              distributed::built_with_mpi() ? "built in" : "not built",
+              distributed::built_with_nccl() ? "built in" : "not built");
   std::printf("devices:\n");
   nlohmann::ordered_json device_list = nlohmann::ordered_json::array();
   for (const auto& d : devices) {
@@ -79,11 +90,12 @@ void run_info(const std::string& json_path, const Invocation& invocation) {
     std::printf("%s: %s\n", name, warning.empty() ? "runs at full speed here" : warning.c_str());
     notes[name] = warning;
   }
-  if (!json_path.empty()) {
+  if (!json_path.empty() && distributed::rank() == 0) {  // rank 0 writes files
     write_json(json_path, {{"command", invocation.command_line},
                            {"mixprec_version", mixprec::version()},
                            {"cuda_backend", cuda_built},
                            {"openmp_threads", omp_get_max_threads()},
+                           {"distributed", distributed_json()},
                            {"devices", device_list},
                            {"recommended_policy", choice.policy.name()},
                            {"reason", choice.reason},

@@ -4,12 +4,17 @@
 //   2  a usage error: CLI11's (unknown option, missing or non-numeric value) or ours (batch size
 //      0, unknown policy, ...).
 // Every error is one line on stderr: "error: <message>" (DESIGN §2.7).
+//
+// Under a launcher (`mpirun -np N mixprec train ...`) every process joins the group
+// (mixprec::distributed) before its command runs; only rank 0 prints to stdout and writes files,
+// the other ranks' stdout goes to /dev/null, and their errors say which rank they come from.
 #include <cstdio>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "mixprec/version.h"
 #include "options.h"
@@ -29,13 +34,26 @@ std::string join_argv(int argc, char** argv) {
   return line;
 }
 
-// One line, whatever the message holds.
+// One line, whatever the message holds; "error: rank R: ..." from a process of a group of several.
 void print_error(std::string message) {
   for (char& c : message) {
     if (c == '\n' || c == '\r') c = ' ';
   }
   while (!message.empty() && message.back() == ' ') message.pop_back();
+  if (mixprec::distributed::world_size() > 1) {
+    message = "rank " + std::to_string(mixprec::distributed::rank()) + ": " + message;
+  }
   std::fprintf(stderr, "error: %s\n", message.c_str());
+}
+
+// Joins the launcher's group (a group of one without a launcher: nothing happens); the ranks
+// other than 0 print nothing to stdout.
+void join_process_group() {
+  mixprec::distributed::initialize();
+  if (mixprec::distributed::rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) {
+    throw mixprec::IOError("rank " + std::to_string(mixprec::distributed::rank()) +
+                           ": cannot silence stdout (/dev/null)");
+  }
 }
 
 }  // namespace
@@ -82,6 +100,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    join_process_group();
     for (const auto& command : commands) {
       if (command.app->parsed()) command.run();
     }

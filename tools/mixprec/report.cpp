@@ -90,6 +90,7 @@ json run_to_json(const RunResult& run) {
   }
   out.update(json{
       {"params", run.params},
+      {"world_size", distributed::world_size()},  // processes that trained it (mpirun -np)
       {"dataset", c.dataset.name},
       {"dataset_dir", c.dataset.dir},
       {"train_samples", run.train_samples},

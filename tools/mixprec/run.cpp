@@ -68,6 +68,11 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
                  .checkpoint_dir = options.checkpoint_dir,
                  .save_freq = parse_save_freq(options.save_freq)};
   config.save_dir = options.save_model;
+  if (distributed::world_size() > 1 && loop_choice(options.loop) != Loop::fit) {
+    throw UsageError("--loop " + options.loop + " runs in one process; under mpirun (world size " +
+                     std::to_string(distributed::world_size()) +
+                     ") train with --loop fit, which trains data-parallel");
+  }
   return config;
 }
 
@@ -135,19 +140,24 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
       model.compile({.optimizer = optimizer,
                      .loss = std::string("sparse_categorical_crossentropy"),
                      .metrics = {std::string("accuracy")}});
+      // Under mpirun (world size > 1): data-parallel, --batch-size being the global batch.
+      std::optional<distributed::DataParallel> distribute;
+      if (distributed::world_size() > 1) distribute = distributed::DataParallel{};
       result.history = model.fit(train, {.batch_size = config.batch_size,
                                          .epochs = o.epochs,
                                          .verbose = config.verbose,
                                          .validation_split = o.validation_split,
                                          .seed = o.seed,
-                                         .callbacks = make_run_callbacks(config.keep)});
-      const Scores scores =
-          model.evaluate(test, {.batch_size = config.batch_size, .verbose = Verbosity::silent});
+                                         .callbacks = make_run_callbacks(config.keep),
+                                         .distribute = distribute});
+      const Scores scores = model.evaluate(test, {.batch_size = config.batch_size,
+                                                  .verbose = Verbosity::silent,
+                                                  .distribute = distribute});
       result.test_loss = scores[0];
       result.test_accuracy = scores.at("accuracy");
       optimizer = model.optimizer();
       // --save: architecture, weights and compile settings (mixprec evaluate/predict load it).
-      if (!config.save_dir.empty()) model.save(config.save_dir);
+      if (!config.save_dir.empty() && distributed::rank() == 0) model.save(config.save_dir);
     } else {
       // compile()'s rule, so both loops train alike: dynamic loss scaling under mixed_float16.
       optimizer = compile_optimizer(model, optimizer);

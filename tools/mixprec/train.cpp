@@ -1,6 +1,8 @@
 // `mixprec train`: seed 001 from the command line. Builds the model under one policy, trains it
 // with Model::fit (or the custom GradientTape loop), prints the progress, then the test-set line;
-// --metrics-json writes the run (see report.cpp's run_to_json for the fields).
+// --metrics-json writes the run (see report.cpp's run_to_json for the fields). Under
+// `mpirun -np N` it trains data-parallel (fit with FitOptions::distribute; --batch-size is the
+// global batch) and rank 0 alone prints and writes.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -32,6 +34,11 @@ void print_header(const RunConfig& c, const LoadedData& data, std::FILE* out) {
   const std::string steps =
       model_pipeline(data.train, data.geometry, c.model, c.input_size).describe();
   if (!steps.empty()) std::fprintf(out, "per-batch preprocessing: %s\n", steps.c_str());
+  if (distributed::world_size() > 1) {
+    const int w = distributed::world_size();
+    std::fprintf(out, "data-parallel: world size %d, global batch %lld (about %lld per rank)\n", w,
+                 static_cast<long long>(c.batch_size), static_cast<long long>(c.batch_size / w));
+  }
   std::fflush(out);
 }
 
@@ -64,7 +71,10 @@ void run_train(const TrainOptions& options, const Invocation& invocation) {
   const RunResult result = run_training(config, data);
   print_summary(result, stdout);
   if (!config.save_dir.empty()) std::printf("saved the model to %s\n", config.save_dir.c_str());
-  if (!options.metrics_json.empty()) write_json(options.metrics_json, run_to_json(result));
+  // Under mpirun every rank trains the same weights; rank 0 writes the files.
+  if (!options.metrics_json.empty() && distributed::rank() == 0) {
+    write_json(options.metrics_json, run_to_json(result));
+  }
 }
 
 }  // namespace

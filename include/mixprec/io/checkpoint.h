@@ -11,7 +11,9 @@
 //    the learning rate when a callback replaced it, the position in fit() (the epoch, the batch
 //    within it and the shuffling state that reproduces that epoch's order), the random state
 //    (mixprec::default_generator() and every layer's own generator, such as a seeded Dropout's),
-//    and the run's shape (batch size, batches per epoch), checked on resume.
+//    and the run's shape (batch size, batches per epoch), checked on resume, and the world size
+//    (the number of processes of the data-parallel group that wrote it: mixprec::distributed;
+//    a checkpoint without it, written before the field existed, has world size 1).
 //
 // Resuming: load_checkpoint() from a callback's on_train_begin (BackupAndRestore does this) makes
 // that fit() start at the checkpoint's epoch and batch; outside fit() it restores the weights,
@@ -43,6 +45,7 @@ struct CheckpointInfo {
   int epoch = 0;
   std::int64_t step = 0;
   bool in_fit = false;  // saved during fit() (it has a position to resume from)
+  int world_size = 1;   // processes in the data-parallel group that wrote it
 };
 
 // Saves `model` (compiled) to `path` atomically: the previous file at `path`, if any, stays whole
@@ -50,7 +53,8 @@ struct CheckpointInfo {
 void save_checkpoint(const Model& model, const std::filesystem::path& path);
 
 // Validates the whole file against `model` (same variables with the same shapes and dtypes, an
-// optimizer of the same kind, the same batch size and batches per epoch when resuming inside fit)
+// optimizer of the same kind, the same batch size and batches per epoch when resuming inside fit,
+// the same world size as mixprec::distributed::world_size() now)
 // and only then restores it; on any error (IOError for the file, ValueError for a mismatch, each
 // naming the file and the problem) the model, its optimizer and the random state are untouched.
 CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path);

@@ -41,6 +41,13 @@ struct BatchNormalizationOptions {
   initializers::Initializer gamma_initializer = "ones";
   initializers::Initializer moving_mean_initializer = "zeros";
   initializers::Initializer moving_variance_initializer = "ones";
+  // Training-mode statistics over the global batch of the process group (mixprec::distributed):
+  // per-channel sums all-reduced in float32 (float64 under float64), the gradient's cross-rank
+  // terms all-reduced in the backward pass, the moving statistics updated from the global mean
+  // and variance (n = the rows of every rank). Keras 3's BatchNormalization(synchronized=True),
+  // TF's SyncBatchNormalization. In a group of one it is the ordinary layer; inference is always
+  // per rank (it uses the moving statistics). Every rank must call the layer in the same order.
+  bool synchronized = false;
   std::optional<mixed_precision::Policy> dtype;
   std::string name;
   bool trainable = true;
@@ -58,6 +65,7 @@ class BatchNormalization : public Layer {
   double epsilon() const;
   bool center() const;
   bool scale() const;
+  bool synchronized() const;
   // The variables, once built (ValueError before). gamma()/beta() are undefined without
   // scale/center.
   Tensor gamma() const;

@@ -15,6 +15,7 @@
 #include "mixprec/layers/pooling.h"
 #include "mixprec/layers/reshape.h"
 #include "mixprec/layers/resizing.h"
+#include "mixprec/layers/sync_batch_normalization.h"
 #include "mixprec/layers/zero_padding2d.h"
 
 #pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
