@@ -12,7 +12,9 @@
 // Capabilities (entries that may be null): matmul_epilogue (CUDA only: the Dense op composes
 // separate ops where it is null) and the three autocast_* entries (CPU only: autocast_matmul
 // composes cast + matmul where they are null) and channel_gate_backward (CPU only: the product's
-// gradient composes mul and sum_to where it is null). Every other entry is set by every backend.
+// gradient composes mul and sum_to where it is null) and the three batch_norm_activation_* entries
+// (CPU only: the op composes batch norm and the activation where they are null). Every other
+// entry is set by every backend.
 #pragma once
 
 #include <cstdint>
@@ -184,6 +186,22 @@ struct NnKernels {
   BatchNormGradients (*batch_norm_backward)(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                             const Tensor& mean, const Tensor& variance,
                                             double epsilon, BatchNormStats stats);
+  // Capability (null: the op composes batch_norm_* and the activation; CUDA): batch normalization
+  // followed by the activation `act` (relu, relu6, sigmoid or silu) in one kernel, for float32,
+  // float16 and bfloat16 x (float64 composes). Arguments, results and statistics as the entries
+  // above; y = act(bn(x)). The backward takes dy of y and recomputes bn(x) from x, gamma, beta and
+  // the statistics the forward used.
+  BatchNormTrainingResult (*batch_norm_activation_training)(const Tensor& x, const Tensor& gamma,
+                                                            const Tensor& beta, double epsilon,
+                                                            UnaryOp act);
+  Tensor (*batch_norm_activation_inference)(const Tensor& x, const Tensor& gamma,
+                                            const Tensor& beta, const Tensor& mean,
+                                            const Tensor& variance, double epsilon, UnaryOp act);
+  BatchNormGradients (*batch_norm_activation_backward)(const Tensor& dy, const Tensor& x,
+                                                       const Tensor& gamma, const Tensor& beta,
+                                                       const Tensor& mean, const Tensor& variance,
+                                                       double epsilon, BatchNormStats stats,
+                                                       UnaryOp act);
 
   // ---- per-channel broadcast (backend/channel_geometry.h) ----
   // Capability (null: compose mul and sum_to). The gradient of the small operand of

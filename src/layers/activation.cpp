@@ -3,10 +3,12 @@
 
 #include <string>
 
+#include "layers/batch_norm_fusion.h"
 #include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
+#include "ops/batch_norm_activation.h"
 
 namespace mixprec::layers {
 
@@ -33,6 +35,8 @@ class ActivationImpl final : public LayerImpl {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
     return {apply_activation(activation_, inputs[0])};
   }
+
+  bool casts(DType input_dtype) const { return autocast_dtype(input_dtype) != input_dtype; }
 
   std::string activation_;
 };
@@ -70,6 +74,12 @@ class SoftmaxImpl final : public LayerImpl {
 };
 
 }  // namespace
+
+std::optional<UnaryOp> detail::fusable_activation_layer(const Layer& layer, DType input_dtype) {
+  const auto* a = dynamic_cast<const ActivationImpl*>(layer.impl_ptr().get());
+  if (a == nullptr || a->casts(input_dtype)) return std::nullopt;
+  return ops::fusable_activation(a->activation_);
+}
 
 Activation::Activation(std::string activation, ActivationOptions options)
     : Layer(std::make_shared<ActivationImpl>(std::move(activation), options)) {}

@@ -2,8 +2,11 @@
 // (C,) float32 (float64 under a float64 policy), whatever the policy, as in Keras.
 #include "mixprec/layers/batch_normalization.h"
 
+#include <optional>
 #include <string>
+#include <utility>
 
+#include "layers/batch_norm_fusion.h"
 #include "layers/layer_config.h"
 #include "layers/sync_batch_norm.h"
 #include "mixprec/autograd.h"
@@ -12,10 +15,15 @@
 #include "mixprec/error.h"
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
+#include "ops/batch_norm_activation.h"
 
 namespace mixprec::layers {
 
 namespace {
+
+// The activation a FusedActivationScope asks the next BatchNormalization call on this thread to
+// apply (detail::FusedActivationScope).
+thread_local std::optional<UnaryOp> t_fused_activation;
 
 class BatchNormalizationImpl final : public LayerImpl {
  public:
@@ -109,7 +117,12 @@ class BatchNormalizationImpl final : public LayerImpl {
     const Shape c{x.dim(-1)};
     const Tensor gamma = o_.scale ? gamma_.to(param) : ones(c, {.dtype = param});
     const Tensor beta = o_.center ? beta_.to(param) : zeros(c, {.dtype = param});
+    const std::optional<UnaryOp> act = std::exchange(t_fused_activation, std::nullopt);
     if (!(options.training && trainable())) {
+      if (act) {
+        return {ops::batch_norm_activation_inference(x, gamma, beta, moving_mean_.to(param),
+                                                     moving_variance_.to(param), o_.epsilon, *act)};
+      }
       return {batch_norm_inference(x, gamma, beta, moving_mean_.to(param),
                                    moving_variance_.to(param), o_.epsilon)};
     }
@@ -119,7 +132,9 @@ class BatchNormalizationImpl final : public LayerImpl {
       update_moving_statistics(s.out, s.count, param);
       return {s.out.y};
     }
-    BatchNormOutput out = batch_norm_training(x, gamma, beta, o_.epsilon);
+    BatchNormOutput out =
+        act ? ops::batch_norm_activation_training(x, gamma, beta, o_.epsilon, *act)
+            : batch_norm_training(x, gamma, beta, o_.epsilon);
     update_moving_statistics(out, x.numel() / x.dim(-1), param);
     return {out.y};
   }
@@ -143,6 +158,8 @@ class BatchNormalizationImpl final : public LayerImpl {
     }
   }
 
+  DType output_dtype(DType input_dtype) const { return autocast_dtype(input_dtype); }
+
   BatchNormalizationOptions o_;
   Tensor gamma_, beta_, moving_mean_, moving_variance_;
 };
@@ -161,6 +178,17 @@ Tensor built_variable(const BatchNormalizationImpl& b, const Tensor& v, const ch
 }
 
 }  // namespace
+
+// A synchronized layer is never fused: its statistics come from the whole group
+// (sync_batch_norm.cpp), which the fused kernel does not compute.
+std::optional<DType> detail::fusable_batch_norm_output(const Layer& layer, DType input_dtype) {
+  const auto* bn = dynamic_cast<const BatchNormalizationImpl*>(layer.impl_ptr().get());
+  if (bn == nullptr || bn->o_.synchronized) return std::nullopt;
+  return bn->output_dtype(input_dtype);
+}
+
+detail::FusedActivationScope::FusedActivationScope(UnaryOp act) { t_fused_activation = act; }
+detail::FusedActivationScope::~FusedActivationScope() { t_fused_activation = std::nullopt; }
 
 BatchNormalization::BatchNormalization(BatchNormalizationOptions options)
     : Layer(std::make_shared<BatchNormalizationImpl>(options)) {}

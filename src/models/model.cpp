@@ -1,14 +1,20 @@
 // Functional models: graph checks and ordering, the forward pass, and the Model handle.
 #include "mixprec/models/model.h"
 
+#include <algorithm>
+#include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
+#include "layers/batch_norm_fusion.h"
 #include "layers/input_layer_impl.h"
 #include "layers/naming.h"
 #include "mixprec/error.h"
 #include "models/model_impl.h"
+#include "ops/batch_norm_activation.h"
 
 namespace mixprec {
 namespace models {
@@ -30,6 +36,34 @@ layers::LayerOptions layer_options(const ModelOptions& o, const std::string& pre
 }
 
 std::string shape_str(const PartialShape& s) { return partial_shape_to_string(s); }
+
+// Whether node j (about to run on `args`) and a later node k run as one fused op: node j a
+// BatchNormalization with one input and one output read once (so not a model output), by an
+// Activation node k whose only input it is, of an activation the fused op applies, computing in
+// the BatchNormalization's output dtype. Returns k and the activation. (Sources: ModelImpl's.)
+template <typename Source>
+std::optional<std::pair<std::size_t, UnaryOp>> fusable_activation_after(
+    std::size_t j, const std::vector<Tensor>& args,
+    const std::vector<std::shared_ptr<GraphNode>>& nodes_,
+    const std::vector<std::vector<Source>>& sources_, const std::vector<int>& reads_) {
+  if (!ops::batch_norm_activation_fusion_enabled() || args.size() != 1 || reads_[j] != 1 ||
+      nodes_[j]->outputs.size() != 1) {
+    return std::nullopt;
+  }
+  const auto out = layers::detail::fusable_batch_norm_output(nodes_[j]->layer, args[0].dtype());
+  if (!out) return std::nullopt;
+  for (std::size_t k = j + 1; k < nodes_.size(); ++k) {
+    const std::vector<Source>& in = sources_[k];
+    const bool reads_j = std::any_of(
+        in.begin(), in.end(), [&](const Source& s) { return s.node == static_cast<int>(j); });
+    if (!reads_j) continue;
+    if (in.size() != 1) return std::nullopt;
+    const auto act = layers::detail::fusable_activation_layer(nodes_[k]->layer, *out);
+    if (!act) return std::nullopt;
+    return std::make_pair(k, *act);
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -275,10 +309,20 @@ std::vector<Tensor> ModelImpl::forward(const std::vector<Tensor>& inputs,
     return s.node < 0 ? in[static_cast<std::size_t>(-1 - s.node)]
                       : values[static_cast<std::size_t>(s.node)][static_cast<std::size_t>(s.index)];
   };
+  // fused_into[k] = j: node k is an Activation that node j (a BatchNormalization) ran fused.
+  std::vector<int> fused_into(nodes_.size(), -1);
   for (std::size_t j = 0; j < nodes_.size(); ++j) {
     std::vector<Tensor> args;
     for (const Source& s : sources_[j]) args.push_back(value(s));
-    values[j] = nodes_[j]->layer.impl().call_eager(args, options);
+    if (fused_into[j] >= 0) {
+      values[j] = values[static_cast<std::size_t>(fused_into[j])];  // act(bn(x)) already
+    } else if (const auto fused = fusable_activation_after(j, args, nodes_, sources_, reads_)) {
+      layers::detail::FusedActivationScope scope(fused->second);
+      values[j] = nodes_[j]->layer.impl().call_eager(args, options);
+      fused_into[static_cast<std::size_t>(fused->first)] = static_cast<int>(j);
+    } else {
+      values[j] = nodes_[j]->layer.impl().call_eager(args, options);
+    }
     if (values[j].size() != nodes_[j]->outputs.size()) {
       throw ValueError(name() + ": layer '" + nodes_[j]->layer.name() + "' returned " +
                        std::to_string(values[j].size()) + " outputs, its graph node has " +

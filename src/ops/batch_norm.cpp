@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/nn_kernels.h"
 #include "mixprec/nn_ops.h"
+#include "ops/batch_norm_activation.h"
 #include "ops/checks.h"
 
 namespace mixprec {
@@ -84,13 +85,16 @@ void check_epsilon(const char* op, double epsilon) {
 
 }  // namespace
 
-BatchNormOutput batch_norm_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                    double epsilon) {
-  constexpr const char* op = "batch_norm_training";
+void ops::check_batch_norm_arguments(const char* op, const Tensor& x, const Tensor& gamma,
+                                     const Tensor& beta, const Tensor* mean, const Tensor* variance,
+                                     double epsilon) {
   check_input(op, x);
   check_channel_tensor(op, "gamma", gamma, x);
   check_channel_tensor(op, "beta", beta, x);
+  if (mean != nullptr) check_channel_tensor(op, "moving_mean", *mean, x);
+  if (variance != nullptr) check_channel_tensor(op, "moving_variance", *variance, x);
   check_epsilon(op, epsilon);
+  if (mean != nullptr) return;
   std::int64_t rows = 1;  // elements per channel
   for (int i = 0; i + 1 < x.rank(); ++i) rows *= x.dim(i);
   if (rows == 0) {
@@ -98,6 +102,11 @@ BatchNormOutput batch_norm_training(const Tensor& x, const Tensor& gamma, const 
                      " has no elements per channel to take batch statistics over; use "
                      "batch_norm_inference or a non-empty batch");
   }
+}
+
+BatchNormOutput batch_norm_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    double epsilon) {
+  ops::check_batch_norm_arguments("batch_norm_training", x, gamma, beta, nullptr, nullptr, epsilon);
   BatchNormTrainingResult r =
       backend_for(x.device()).nn->batch_norm_training(x, gamma, beta, epsilon);
   BatchNormOutput out{std::move(r.y), std::move(r.mean), std::move(r.variance)};
@@ -118,13 +127,8 @@ BatchNormOutput batch_norm_training(const Tensor& x, const Tensor& gamma, const 
 Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                             const Tensor& moving_mean, const Tensor& moving_variance,
                             double epsilon) {
-  constexpr const char* op = "batch_norm_inference";
-  check_input(op, x);
-  check_channel_tensor(op, "gamma", gamma, x);
-  check_channel_tensor(op, "beta", beta, x);
-  check_channel_tensor(op, "moving_mean", moving_mean, x);
-  check_channel_tensor(op, "moving_variance", moving_variance, x);
-  check_epsilon(op, epsilon);
+  ops::check_batch_norm_arguments("batch_norm_inference", x, gamma, beta, &moving_mean,
+                                  &moving_variance, epsilon);
   Tensor y = backend_for(x.device())
                  .nn->batch_norm_inference(x, gamma, beta, moving_mean, moving_variance, epsilon);
   if (!autograd::needs_record({&x, &gamma, &beta})) return y;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cpu/batch_norm.h"
+#include "backend/cpu/batch_norm_activation.h"
 #include "backend/cpu/binary_channel.h"
 #include "backend/cpu/cast.h"
 #include "backend/cpu/conv.h"
@@ -158,6 +159,9 @@ const NnKernels kNnKernels{
     .batch_norm_training = bn_training,
     .batch_norm_inference = bn_inference,
     .batch_norm_backward = bn_backward,
+    .batch_norm_activation_training = cpu::batch_norm_activation_training,
+    .batch_norm_activation_inference = cpu::batch_norm_activation_inference,
+    .batch_norm_activation_backward = cpu::batch_norm_activation_backward,
     .channel_gate_backward = cpu::channel_gate_backward,
     .zero_pad2d = cpu::zero_pad2d,
     .resize_bilinear = cpu::resize_bilinear,

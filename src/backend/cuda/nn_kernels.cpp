@@ -122,6 +122,9 @@ const NnKernels kNnKernels{
     .batch_norm_training = cuda::batch_norm_training,
     .batch_norm_inference = cuda::batch_norm_inference,
     .batch_norm_backward = cuda::batch_norm_backward,
+    .batch_norm_activation_training = nullptr,  // the op composes batch norm and the activation
+    .batch_norm_activation_inference = nullptr,
+    .batch_norm_activation_backward = nullptr,
     .channel_gate_backward = nullptr,
     .zero_pad2d = pad_entry,
     .resize_bilinear = cuda::resize_bilinear,
