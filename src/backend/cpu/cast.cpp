@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/parallel.h"
 #include "backend/kernel_math/cast_math.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
@@ -32,11 +33,10 @@ void convert_contiguous(const Tensor& x, Tensor& out) {
   const std::int64_t n = x.numel();
   constexpr std::int64_t kBlock = 1 << 14;
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
-  for (std::int64_t b = 0; b < blocks; ++b) {
+  parallel_for(blocks, n >= kParallelThreshold, [&](std::int64_t b) {
     const std::int64_t start = b * kBlock;
     convert(in + start, o + start, static_cast<std::size_t>(std::min(kBlock, n - start)));
-  }
+  });
 }
 
 bool bulk_convert(const Tensor& x, Tensor& out) {
@@ -68,8 +68,8 @@ Tensor cast(const Tensor& x, DType dtype) {
         const In* in = static_cast<const In*>(src.data_ptr());
         Out* o = static_cast<Out*>(out.data_ptr());
         const std::int64_t n = x.numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
-        for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<Out>(in[i]);
+        parallel_for(n, n >= kParallelThreshold,
+                     [&](std::int64_t i) { o[i] = static_cast<Out>(in[i]); });
         return;
       }
       using C = std::conditional_t<fits_float<In> && fits_float<Out>, float, double>;
@@ -96,15 +96,14 @@ void round_blocks(const float* in, float* out, std::int64_t n, DType dtype) {
   }
   constexpr std::int64_t kBlock = 1 << 14;
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (n >= kParallelThreshold)
-  for (std::int64_t b = 0; b < blocks; ++b) {
+  parallel_for(blocks, n >= kParallelThreshold, [&](std::int64_t b) {
     const std::int64_t start = b * kBlock;
     const auto count = static_cast<std::size_t>(std::min(kBlock, n - start));
     if (dtype == DType::float16)
       round_to_float16(in + start, out + start, count);
     else
       round_to_bfloat16(in + start, out + start, count);
-  }
+  });
 }
 
 void check_float32_contiguous(const Tensor& x) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/parallel.h"
 #include "core/tensor_impl.h"
 
 namespace mixprec::cpu {
@@ -28,10 +29,9 @@ std::int64_t inner_of(const Shape& shape, int axis) {
 void copy_runs(const char* src, std::int64_t src_pitch, char* dst, std::int64_t dst_pitch,
                std::int64_t outer, std::int64_t run) {
   if (run == 0) return;
-#pragma omp parallel for schedule(static) if (outer * run >= 4 * kParallelThreshold && outer > 1)
-  for (std::int64_t o = 0; o < outer; ++o) {
+  parallel_for(outer, outer * run >= 4 * kParallelThreshold, [&](std::int64_t o) {
     std::memcpy(dst + o * dst_pitch, src + o * src_pitch, static_cast<std::size_t>(run));
-  }
+  });
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/parallel.h"
 #include "mixprec/error.h"
 
 namespace mixprec::cpu {
@@ -36,8 +37,7 @@ void copy_typed(const T* src, const std::vector<std::int64_t>& dims,
   const std::int64_t inner = dims.back(), inner_stride = st.back();
   std::int64_t outer = 1;
   for (int i = 0; i < rank - 1; ++i) outer *= dims[static_cast<std::size_t>(i)];
-#pragma omp parallel for schedule(static) if (outer * inner > (1 << 16))
-  for (std::int64_t o = 0; o < outer; ++o) {
+  parallel_for(outer, outer * inner > (1 << 16), [&](std::int64_t o) {
     // Offset of row `o` from its multi-index over the outer axes.
     std::int64_t rem = o, src_offset = 0;
     for (int i = rank - 2; i >= 0; --i) {
@@ -52,7 +52,7 @@ void copy_typed(const T* src, const std::vector<std::int64_t>& dims,
     } else {
       for (std::int64_t j = 0; j < inner; ++j) d[j] = s[j * inner_stride];
     }
-  }
+  });
 }
 
 // Writes the row-major elements of `src` into the strided view `dst` (strides in elements).

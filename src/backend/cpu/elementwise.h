@@ -1,8 +1,8 @@
 // The CPU elementwise engine. Every elementwise op (unary, binary with broadcasting, where, casts)
 // runs through `map_elementwise`: inputs of any strides are read in chunks of up to kChunk
 // elements into float (double for float64) buffers, the op's functor runs on the buffers, and the
-// result is rounded once into the contiguous output. Bulk 16-bit conversion uses F16C where present,
-// so the functors see plain float arrays and vectorise.
+// result is rounded once into the contiguous output. Bulk 16-bit conversion uses F16C where
+// present, so the functors see plain float arrays and vectorise.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/parallel.h"
 #include "core/scalar.h"
 #include "mixprec/convert.h"
 #include "mixprec/tensor.h"
@@ -51,10 +52,12 @@ BroadcastPlan<K> make_plan(const Shape& out, const std::array<const Tensor*, K>&
     }
     if (merge) {
       plan.dims.back() *= out[i];
-      for (std::size_t k = 0; k < K; ++k) plan.strides[k].back() = full[k][static_cast<std::size_t>(i)];
+      for (std::size_t k = 0; k < K; ++k)
+        plan.strides[k].back() = full[k][static_cast<std::size_t>(i)];
     } else {
       plan.dims.push_back(out[i]);
-      for (std::size_t k = 0; k < K; ++k) plan.strides[k].push_back(full[k][static_cast<std::size_t>(i)]);
+      for (std::size_t k = 0; k < K; ++k)
+        plan.strides[k].push_back(full[k][static_cast<std::size_t>(i)]);
     }
   }
   if (plan.dims.empty()) {
@@ -95,7 +98,7 @@ inline void scatter(const C* src, std::int64_t n, T* dst) {
 }
 
 // Calls body(offsets, out_offset, n, inner_strides) over the plan in chunks of at most kChunk
-// contiguous output elements, in parallel when the op is large.
+// contiguous output elements, in parallel when the op is large (small ops enter no OpenMP region).
 template <std::size_t K, typename Body>
 void for_each_chunk(const BroadcastPlan<K>& plan, Body body) {
   const int rank = static_cast<int>(plan.dims.size());
@@ -105,8 +108,7 @@ void for_each_chunk(const BroadcastPlan<K>& plan, Body body) {
   const std::int64_t units = rows * chunks_per_row;
   std::array<std::int64_t, K> inner_strides;
   for (std::size_t k = 0; k < K; ++k) inner_strides[k] = plan.strides[k].back();
-#pragma omp parallel for schedule(static) if (plan.numel >= kParallelThreshold)
-  for (std::int64_t u = 0; u < units; ++u) {
+  parallel_for(units, plan.numel >= kParallelThreshold, [&](std::int64_t u) {
     const std::int64_t row = u / chunks_per_row;
     const std::int64_t start = (u % chunks_per_row) * kChunk;
     std::array<std::int64_t, K> offsets{};
@@ -115,21 +117,23 @@ void for_each_chunk(const BroadcastPlan<K>& plan, Body body) {
       const std::int64_t d = plan.dims[static_cast<std::size_t>(i)];
       const std::int64_t idx = rem % d;
       rem /= d;
-      for (std::size_t k = 0; k < K; ++k) offsets[k] += idx * plan.strides[k][static_cast<std::size_t>(i)];
+      for (std::size_t k = 0; k < K; ++k)
+        offsets[k] += idx * plan.strides[k][static_cast<std::size_t>(i)];
     }
     for (std::size_t k = 0; k < K; ++k) offsets[k] += start * inner_strides[k];
     body(offsets, row * inner + start, std::min(kChunk, inner - start), inner_strides);
-  }
+  });
 }
 
 namespace detail {
 // Gathers the chunk of each input into buffers[1..K] and calls f(buffers[0], buffers[1], ..., n).
 template <typename C, typename Out, typename InTuple, typename F, std::size_t... I>
-inline void run_chunk(std::index_sequence<I...>, const void* const* bases, const std::int64_t* offsets,
-                      const std::int64_t* strides, std::int64_t n, Out* out, F& f) {
+inline void run_chunk(std::index_sequence<I...>, const void* const* bases,
+                      const std::int64_t* offsets, const std::int64_t* strides, std::int64_t n,
+                      Out* out, F& f) {
   alignas(64) C buffers[sizeof...(I) + 1][kChunk];
-  (gather(static_cast<const std::tuple_element_t<I, InTuple>*>(bases[I]) + offsets[I], strides[I], n,
-          buffers[I + 1]),
+  (gather(static_cast<const std::tuple_element_t<I, InTuple>*>(bases[I]) + offsets[I], strides[I],
+          n, buffers[I + 1]),
    ...);
   f(buffers[0], static_cast<const C*>(buffers[I + 1])..., n);
   scatter(buffers[0], n, out);
@@ -149,12 +153,12 @@ void map_elementwise(std::initializer_list<const Tensor*> input_list, Tensor& ou
   std::array<const void*, K> bases;
   for (std::size_t k = 0; k < K; ++k) bases[k] = inputs[k]->data_ptr();
   Out* out_data = static_cast<Out*>(out.data_ptr());
-  for_each_chunk<K>(plan, [&](const auto& offsets, std::int64_t out_offset, std::int64_t n,
-                              const auto& strides) {
-    detail::run_chunk<C, Out, std::tuple<In...>>(std::make_index_sequence<K>{}, bases.data(),
-                                                 offsets.data(), strides.data(), n,
-                                                 out_data + out_offset, f);
-  });
+  for_each_chunk<K>(
+      plan, [&](const auto& offsets, std::int64_t out_offset, std::int64_t n, const auto& strides) {
+        detail::run_chunk<C, Out, std::tuple<In...>>(std::make_index_sequence<K>{}, bases.data(),
+                                                     offsets.data(), strides.data(), n,
+                                                     out_data + out_offset, f);
+      });
 }
 
 }  // namespace mixprec::cpu

@@ -1,6 +1,7 @@
 // CPU fill: memset for zero (all-zero bits is 0 in every dtype), a parallel loop otherwise.
 #include "backend/cpu/fill.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,7 +21,11 @@ void fill(const Tensor& t, double value) {
     const T v = core::from_double<T>(value);
     T* out = static_cast<T*>(handle.data_ptr());
     const std::int64_t n = t.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+    if (n <= (1 << 16)) {
+      std::fill(out, out + n, v);
+      return;
+    }
+#pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i) out[i] = v;
   });
 }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/parallel.h"
 #include "core/dispatch.h"
 #include "core/reduce_split.h"
 #include "core/tensor_impl.h"
@@ -30,8 +31,7 @@ template <typename T>
 void reduce_rows(ReduceOp op, const T* x, std::int64_t rows, std::int64_t length, double scale,
                  T* out) {
   using C = core::compute_t<T>;
-#pragma omp parallel for schedule(static) if (rows * length >= kParallelThreshold && rows > 1)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * length >= kParallelThreshold, [&](std::int64_t r) {
     alignas(64) C buffer[kChunk];
     double total = op == ReduceOp::sum ? 0.0 : -std::numeric_limits<double>::infinity();
     for (std::int64_t start = 0; start < length; start += kChunk) {
@@ -49,7 +49,7 @@ void reduce_rows(ReduceOp op, const T* x, std::int64_t rows, std::int64_t length
     }
     if (op == ReduceOp::sum) total *= scale;
     out[r] = core::store_as<T>(static_cast<C>(total));
-  }
+  });
 }
 
 // (R, cols) contiguous -> cols values, accumulating whole rows (cache-friendly for bias gradients).
@@ -61,8 +61,7 @@ void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t c
                     T* out) {
   using C = core::compute_t<T>;
   const std::int64_t col_chunks = (cols + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (length * cols >= kParallelThreshold)
-  for (std::int64_t c = 0; c < col_chunks; ++c) {
+  parallel_for(col_chunks, length * cols >= kParallelThreshold, [&](std::int64_t c) {
     const std::int64_t start = c * kChunk, n = std::min(kChunk, cols - start);
     alignas(64) C acc[kChunk];
     alignas(64) C buffer[kChunk];
@@ -86,7 +85,7 @@ void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t c
       for (std::int64_t i = 0; i < n; ++i) acc[i] = static_cast<C>(total[i] * scale);
     }
     scatter(acc, n, out + start);
-  }
+  });
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #include "backend/cpu/select.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/parallel.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
 
@@ -20,36 +22,53 @@ auto predicate(F f) {
 
 // Integers compare exactly in double (int64 beyond 2^53 loses exactness: documented limit).
 template <typename T>
-using compare_t = std::conditional_t<std::is_integral_v<T> && sizeof(T) >= 4, double, core::compute_t<T>>;
+using compare_t =
+    std::conditional_t<std::is_integral_v<T> && sizeof(T) >= 4, double, core::compute_t<T>>;
 
 }  // namespace
 
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
-  Tensor out = core::make_tensor(broadcast_shapes(a.shape(), b.shape(), "compare"), DType::bool_, a.device());
+  Tensor out = core::make_tensor(broadcast_shapes(a.shape(), b.shape(), "compare"), DType::bool_,
+                                 a.device());
   core::dispatch_dtype(a.dtype(), [&]<typename T>() {
     using C = compare_t<T>;
     const auto in = {&a, &b};
     switch (op) {
-      case CompareOp::equal: return map_elementwise<C, bool, T, T>(in, out, predicate<C>([](C x, C y) { return x == y; }));
-      case CompareOp::not_equal: return map_elementwise<C, bool, T, T>(in, out, predicate<C>([](C x, C y) { return x != y; }));
-      case CompareOp::less: return map_elementwise<C, bool, T, T>(in, out, predicate<C>([](C x, C y) { return x < y; }));
-      case CompareOp::less_equal: return map_elementwise<C, bool, T, T>(in, out, predicate<C>([](C x, C y) { return x <= y; }));
-      case CompareOp::greater: return map_elementwise<C, bool, T, T>(in, out, predicate<C>([](C x, C y) { return x > y; }));
-      case CompareOp::greater_equal: return map_elementwise<C, bool, T, T>(in, out, predicate<C>([](C x, C y) { return x >= y; }));
+      case CompareOp::equal:
+        return map_elementwise<C, bool, T, T>(in, out,
+                                              predicate<C>([](C x, C y) { return x == y; }));
+      case CompareOp::not_equal:
+        return map_elementwise<C, bool, T, T>(in, out,
+                                              predicate<C>([](C x, C y) { return x != y; }));
+      case CompareOp::less:
+        return map_elementwise<C, bool, T, T>(in, out,
+                                              predicate<C>([](C x, C y) { return x < y; }));
+      case CompareOp::less_equal:
+        return map_elementwise<C, bool, T, T>(in, out,
+                                              predicate<C>([](C x, C y) { return x <= y; }));
+      case CompareOp::greater:
+        return map_elementwise<C, bool, T, T>(in, out,
+                                              predicate<C>([](C x, C y) { return x > y; }));
+      case CompareOp::greater_equal:
+        return map_elementwise<C, bool, T, T>(in, out,
+                                              predicate<C>([](C x, C y) { return x >= y; }));
     }
   });
   return out;
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  const Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  const Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = core::make_tensor(shape, a.dtype(), a.device());
   core::dispatch_floating(a.dtype(), "where", [&]<typename T>() {
     using C = core::compute_t<T>;
-    map_elementwise<C, T, bool, T, T>({&cond, &a, &b}, out, [](C* o, const C* c, const C* x, const C* y, std::int64_t n) {
+    map_elementwise<C, T, bool, T, T>({&cond, &a, &b}, out,
+                                      [](C* o, const C* c, const C* x, const C* y, std::int64_t n) {
 #pragma omp simd
-      for (std::int64_t i = 0; i < n; ++i) o[i] = c[i] != C(0) ? x[i] : y[i];
-    });
+                                        for (std::int64_t i = 0; i < n; ++i)
+                                          o[i] = c[i] != C(0) ? x[i] : y[i];
+                                      });
   });
   return out;
 }
@@ -70,9 +89,10 @@ bool all_finite(const Tensor& x) {
   if (!is_floating(x.dtype())) return true;
   const Tensor flags = is_finite(x);
   const bool* f = static_cast<const bool*>(flags.data_ptr());
-  bool all = true;
   const std::int64_t n = flags.numel();
-#pragma omp parallel for reduction(&& : all) if (n >= kParallelThreshold)
+  if (n < kParallelThreshold) return std::all_of(f, f + n, [](bool b) { return b; });
+  bool all = true;
+#pragma omp parallel for reduction(&& : all)
   for (std::int64_t i = 0; i < n; ++i) all = all && f[i];
   return all;
 }

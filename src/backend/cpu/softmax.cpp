@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/parallel.h"
 #include "core/axis_layout.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
@@ -59,7 +60,15 @@ void for_each_tile(const AxisLayout& a, std::int64_t width, std::size_t scratch_
   const std::int64_t tiles = (a.inner + width - 1) / width;
   const std::int64_t units = a.outer * tiles;
   const std::int64_t numel = a.outer * a.length * a.inner;
-#pragma omp parallel if (numel >= kParallelThreshold && units > 1)
+  if (numel < kParallelThreshold || units < 2) {  // no OpenMP region at all for small tensors
+    std::vector<C> scratch(scratch_size);
+    for (std::int64_t u = 0; u < units; ++u) {
+      const std::int64_t o = u / tiles, c0 = (u % tiles) * width;
+      body(o, c0, std::min(width, a.inner - c0), scratch.data());
+    }
+    return;
+  }
+#pragma omp parallel
   {
     std::vector<C> scratch(scratch_size);
 #pragma omp for schedule(static)

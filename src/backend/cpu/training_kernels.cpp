@@ -5,6 +5,8 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/cpu/optimizer_kernels.h"
 #include "core/tensor_impl.h"
@@ -24,22 +26,28 @@ LossScaleState* state_of(const Tensor& state) {
 
 float* float_data(const Tensor& t) { return static_cast<float*>(Tensor(t).data_ptr()); }
 
+// One parallel region for every variable (cpu::update_all), after every operand is checked.
 void multi_tensor_update(const kernel_math::UpdateRule& rule,
                          std::span<const UpdateOperand> operands, const Tensor& found_inf) {
   if (found_inf.defined() && *static_cast<const std::int32_t*>(found_inf.data_ptr()) != 0) return;
   const int slots = kernel_math::update_slot_count(rule.kind);
-  for (const UpdateOperand& op : operands) {
-    float* slot_pointers[kernel_math::kMaxUpdateSlots] = {nullptr, nullptr, nullptr};
+  std::vector<UpdateArrays> arrays(operands.size());
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    const UpdateOperand& op = operands[i];
+    UpdateArrays& a = arrays[i];
     for (int k = 0; k < slots; ++k) {
       if (!op.slots[static_cast<std::size_t>(k)].defined()) {
         throw ValueError("multi_tensor_update: a variable lacks slot " + std::to_string(k) +
                          " of its update (" + std::to_string(slots) + " slots)");
       }
-      slot_pointers[k] = float_data(op.slots[static_cast<std::size_t>(k)]);
+      a.slots[k] = float_data(op.slots[static_cast<std::size_t>(k)]);
     }
-    update(rule, float_data(op.variable), static_cast<const float*>(op.gradient.data_ptr()),
-           slot_pointers, op.variable.numel(), op.clip_scale);
+    a.variable = float_data(op.variable);
+    a.gradient = static_cast<const float*>(op.gradient.data_ptr());
+    a.n = op.variable.numel();
+    a.clip_scale = op.clip_scale;
   }
+  update_all(rule, arrays);
 }
 
 void check_gradient(const Tensor& g, std::size_t i, Device device) {
@@ -55,46 +63,49 @@ void check_gradient(const Tensor& g, std::size_t i, Device device) {
   }
 }
 
+// Every defined gradient in one parallel region (cpu::unscale_and_check_all); every gradient is
+// unscaled even after a non-finite one: the caller gets all of them back.
 std::vector<Tensor> unscale_and_check(const std::vector<Tensor>& grads, const Tensor& state) {
   NoGradScope no_grad;
   LossScaleState* s = state_of(state);
   std::vector<Tensor> result(grads.size());
-  bool finite = true;
+  std::vector<Tensor> defined, outs;
   for (std::size_t i = 0; i < grads.size(); ++i) {
     const Tensor& g = grads[i];
     if (!g.defined()) continue;
     check_gradient(g, i, state.device());
-    Tensor out = core::make_tensor(g.shape(), DType::float32, g.device());
-    // Every gradient is unscaled even after a non-finite one: the caller gets all of them back.
-    finite = cpu::unscale_and_check(g, static_cast<double>(s->scale), out) && finite;
-    result[i] = out;
+    result[i] = core::make_tensor(g.shape(), DType::float32, g.device());
+    defined.push_back(g);
+    outs.push_back(result[i]);
   }
+  const bool finite = unscale_and_check_all(defined, static_cast<double>(s->scale), outs);
   s->found_inf = finite ? 0 : 1;
   return result;
 }
 
 void check_finite(const std::vector<Tensor>& grads, const Tensor& state) {
   NoGradScope no_grad;
-  bool finite = true;
-  for (std::size_t i = 0; i < grads.size() && finite; ++i) {
+  std::vector<Tensor> defined;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) continue;
     check_gradient(grads[i], i, state.device());
-    finite = finite_as_float32(grads[i]);
+    defined.push_back(grads[i]);
   }
+  const bool finite = unscale_and_check_all(defined, 1.0, {});
   state_of(state)->found_inf = finite ? 0 : 1;
 }
 
 std::vector<double> sums_of_squares(Device, const std::vector<Tensor>& tensors) {
-  std::vector<double> sums(tensors.size(), 0.0);
+  std::vector<std::pair<const float*, std::int64_t>> arrays(tensors.size(), {nullptr, 0});
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     if (!t.defined()) continue;
     if (t.dtype() != DType::float32 || !t.is_contiguous()) {
       throw ValueError("sums_of_squares expects contiguous float32 tensors");
     }
-    sums[i] = sum_of_squares(static_cast<const float*>(t.data_ptr()), t.numel());
+    arrays[i] = {static_cast<const float*>(t.data_ptr()), t.numel()};
   }
-  return sums;
+  return cpu::sums_of_squares(arrays);
 }
 
 Tensor make_loss_scale_state(Device device, const LossScaleState& value) {
