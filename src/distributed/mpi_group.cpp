@@ -73,6 +73,8 @@ Communicator join_mpi_world() {
 
 void mpi_barrier(const Communicator& group) { check(MPI_Barrier(comm_of(group)), "MPI_Barrier"); }
 
+void mpi_abort(const Communicator& group, int exit_code) { MPI_Abort(comm_of(group), exit_code); }
+
 double mpi_all_reduce(const Communicator& group, double value, ReduceOp op) {
   check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, mpi_op(op), comm_of(group)),
         "MPI_Allreduce");

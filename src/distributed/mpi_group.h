@@ -23,6 +23,8 @@ Communicator join_mpi_world();
 bool mpi_is_initialized();
 
 void mpi_barrier(const Communicator& group);
+// MPI_Abort on the group's communicator: ends every process of the job.
+void mpi_abort(const Communicator& group, int exit_code);
 double mpi_all_reduce(const Communicator& group, double value, ReduceOp op);
 void mpi_host_broadcast(const Communicator& group, void* data, std::size_t bytes, int root);
 

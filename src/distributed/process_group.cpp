@@ -189,6 +189,16 @@ void barrier() {
 #endif
 }
 
+void abort_group(int exit_code) {
+  if (world_size() == 1) return;
+#if MIXPREC_HAVE_MPI
+  // No lock: another thread may hold the call mutex inside a collective that will never end.
+  detail::mpi_abort(state().group, exit_code);
+#else
+  (void)exit_code;
+#endif
+}
+
 namespace detail {
 
 Communicator group() { return is_initialized() ? state().group : Communicator{}; }

@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  int code = 0;
   try {
     join_process_group();
     for (const auto& command : commands) {
@@ -107,12 +108,16 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const cli::UsageError& e) {
     print_error(e.what());
-    return 2;
+    code = 2;
   } catch (const mixprec::Error& e) {
     print_error(e.what());
-    return 1;
+    code = 1;
   } catch (const std::exception& e) {
     print_error(e.what());
-    return 1;
+    code = 1;
   }
+  // A rank that failed alone would leave the others waiting in a collective: end them all.
+  std::fflush(stderr);
+  mixprec::distributed::abort_group(code);
+  return code;
 }

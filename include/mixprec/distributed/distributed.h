@@ -59,6 +59,13 @@ void broadcast(Tensor& t, int root = 0);
 double all_reduce(double value, ReduceOp op = ReduceOp::sum);
 void barrier();
 
+// Ends every process of the group with `exit_code` (MPI_Abort on mixprec's communicator), for a
+// program's top-level error handler: a rank that fails alone (a file it cannot write, bad input)
+// would otherwise leave the others waiting in their next collective for ever, and a normal exit
+// would wait in MPI_Finalize for them. In a group of one it does nothing and returns, so the caller
+// goes on to return its exit code as usual; the library itself never calls it.
+void abort_group(int exit_code);
+
 }  // namespace mixprec::distributed
 
 #pragma GCC visibility pop
