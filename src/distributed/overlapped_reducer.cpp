@@ -115,12 +115,12 @@ void OverlappedReducer::launch_ready_buckets() {
 
 void OverlappedReducer::finish() {
   std::unique_lock lock(mutex_);
+  wait_idle(lock);
+  gradients_.assign(gradients_.size(), Tensor());  // the reducer keeps no gradient between steps
   if (next_launch_ != buckets_.size()) {
     throw Error("internal: OverlappedReducer::finish: " +
                 std::to_string(buckets_.size() - next_launch_) + " buckets were never complete");
   }
-  wait_idle(lock);
-  gradients_.assign(gradients_.size(), Tensor());  // the reducer keeps no gradient between steps
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
