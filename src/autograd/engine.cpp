@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/gradient_ready.h"
 #include "autograd/node.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
@@ -67,12 +68,18 @@ Tensor initial_gradient(const Tensor& output, const Tensor& output_gradient, con
   return output_gradient;
 }
 
+// Receives the final gradient of a captured node as soon as it is known (grad_reporting_ready).
+// A leaf accumulator's gradient is moved in (the engine holds no other handle); an inner node's is
+// a second handle, since the pass goes on through that node.
+using CaptureSink = std::function<void(Node* node, Tensor gradient)>;
+
 // Runs the backward pass. With `captures` empty, leaf gradients are accumulated into .grad();
-// otherwise the total gradient arriving at each captured node is stored in `captured` instead and
-// no .grad() is touched.
+// otherwise the total gradient arriving at each captured node is stored in `captured` (or handed
+// to `sink` when there is one) instead and no .grad() is touched.
 void run_backward(const Tensor& output, const Tensor& output_gradient, RetainGraph retain,
                   const std::unordered_set<Node*>& captures,
-                  std::unordered_map<Node*, Tensor>& captured, const char* who) {
+                  std::unordered_map<Node*, Tensor>& captured, const char* who,
+                  const CaptureSink* sink = nullptr) {
   Tensor seed = initial_gradient(output, output_gradient, who);
   NoGradScope no_grad;
   std::shared_ptr<Node> root = autograd::edge_to(output);
@@ -89,8 +96,15 @@ void run_backward(const Tensor& output, const Tensor& output_gradient, RetainGra
                           std::string(dtype_name(node->output_dtype)));
     }
     const bool capturing = !captures.empty();
-    if (capturing && captures.count(node)) captured[node] = grad;
-    if (capturing && dynamic_cast<autograd::AccumulateGrad*>(node)) continue;
+    const bool leaf = capturing && dynamic_cast<autograd::AccumulateGrad*>(node) != nullptr;
+    if (capturing && captures.count(node)) {
+      if (sink == nullptr) {
+        captured[node] = grad;
+      } else {
+        (*sink)(node, leaf ? std::move(grad) : grad);
+      }
+    }
+    if (leaf) continue;
     if (node->released) {
       throw AutogradError(
           std::string(who) + ": " + node->name() +
@@ -113,6 +127,53 @@ void run_backward(const Tensor& output, const Tensor& output_gradient, RetainGra
   }
 }
 
+// The nodes whose gradients grad() returns: one per input (null for an input that needs none).
+std::vector<std::shared_ptr<Node>> input_nodes_of(const std::vector<Tensor>& inputs,
+                                                  std::unordered_set<Node*>& captures) {
+  std::vector<std::shared_ptr<Node>> input_nodes;
+  input_nodes.reserve(inputs.size());
+  for (const Tensor& input : inputs) {
+    if (!input.defined()) throw AutogradError("grad: an input tensor is undefined");
+    input_nodes.push_back(autograd::edge_to(input));
+    if (input_nodes.back()) captures.insert(input_nodes.back().get());
+  }
+  return input_nodes;
+}
+
+// grad() with its hook: every gradient is handed out as soon as it is final, owned by nothing else
+// (a copy when the engine or another input still shares it), then reported.
+std::vector<Tensor> grad_with_hook(const Tensor& output, const std::vector<Tensor>& inputs,
+                                   const autograd::GradientReadyHook& on_ready,
+                                   const Tensor& output_gradient, RetainGraph retain) {
+  std::unordered_set<Node*> captures;
+  const std::vector<std::shared_ptr<Node>> input_nodes = input_nodes_of(inputs, captures);
+  std::unordered_map<Node*, std::vector<std::size_t>> indices_of;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (input_nodes[i]) indices_of[input_nodes[i].get()].push_back(i);
+  }
+  std::vector<Tensor> result(inputs.size());
+  const auto hand_out = [&](std::size_t i, Tensor g) {
+    result[i] = autograd::sole_handle(g) ? std::move(g) : autograd::fresh_copy(g);
+    on_ready(i, result[i]);
+  };
+  const CaptureSink sink = [&](Node* node, Tensor g) {
+    const std::vector<std::size_t>& indices = indices_of.at(node);
+    // All but the last index get a copy (the handle passed on is a second one).
+    for (std::size_t k = 0; k + 1 < indices.size(); ++k) hand_out(indices[k], g);
+    hand_out(indices.back(), std::move(g));
+  };
+  std::unordered_map<Node*, Tensor> unused;
+  if (!captures.empty()) {
+    run_backward(output, output_gradient, retain, captures, unused, "grad", &sink);
+  } else {
+    initial_gradient(output, output_gradient, "grad");  // still validate the output
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!result[i].defined()) hand_out(i, zeros_like(inputs[i]));
+  }
+  return result;
+}
+
 }  // namespace
 
 void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
@@ -124,12 +185,7 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
                          const Tensor& output_gradient, RetainGraph retain) {
   std::unordered_set<Node*> captures;
-  std::vector<std::shared_ptr<Node>> input_nodes;
-  for (const Tensor& input : inputs) {
-    if (!input.defined()) throw AutogradError("grad: an input tensor is undefined");
-    input_nodes.push_back(autograd::edge_to(input));
-    if (input_nodes.back()) captures.insert(input_nodes.back().get());
-  }
+  const std::vector<std::shared_ptr<Node>> input_nodes = input_nodes_of(inputs, captures);
   std::unordered_map<Node*, Tensor> captured;
   if (!captures.empty()) {
     run_backward(output, output_gradient, retain, captures, captured, "grad");
@@ -150,5 +206,16 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   }
   return result;
 }
+
+namespace autograd {
+
+std::vector<Tensor> grad_reporting_ready(const Tensor& output, const std::vector<Tensor>& inputs,
+                                         const GradientReadyHook& on_ready,
+                                         const Tensor& output_gradient, RetainGraph retain) {
+  if (!on_ready) return grad(output, inputs, output_gradient, retain);
+  return grad_with_hook(output, inputs, on_ready, output_gradient, retain);
+}
+
+}  // namespace autograd
 
 }  // namespace mixprec

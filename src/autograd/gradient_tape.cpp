@@ -10,7 +10,8 @@ void GradientTape::watch(Tensor& tensor) {
   if (tensor.is_leaf() && !tensor.requires_grad()) tensor.set_requires_grad(true);
 }
 
-std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources) {
+std::vector<Tensor> GradientTape::gradient(const Tensor& target,
+                                           const std::vector<Tensor>& sources) {
   if (used_ && !options_.persistent) {
     throw AutogradError(
         "GradientTape::gradient can only be called once on a non-persistent tape; create the tape "

@@ -8,14 +8,11 @@
 
 namespace mixprec::autograd {
 
-namespace {
-// True when `t` is a plain contiguous tensor whose handle and storage nobody else holds.
 bool sole_handle(const Tensor& t) {
   const std::shared_ptr<TensorImpl>& impl = t.impl_ptr();
   return impl.use_count() == 1 && impl->storage.use_count() == 1 && !impl->requires_grad &&
          !impl->grad_fn && impl->offset == 0 && t.is_contiguous();
 }
-}  // namespace
 
 std::vector<Tensor> AccumulateGrad::backward(const Tensor& grad_output) {
   auto variable = variable_.lock();

@@ -47,6 +47,10 @@ class AccumulateGrad final : public Node {
 // the caller passed in, so in-place updates of one (unscaling, clipping) cannot change another.
 Tensor fresh_copy(const Tensor& t);
 
+// True when `t` is a plain contiguous tensor whose handle and storage nobody else holds (no view,
+// no other handle, no autograd state): a gradient that can be handed out without a copy.
+bool sole_handle(const Tensor& t);
+
 // True when an op on these inputs must be recorded.
 bool needs_record(std::initializer_list<const Tensor*> inputs);
 bool needs_record(const std::vector<Tensor>& inputs);

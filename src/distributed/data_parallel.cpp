@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "distributed/gradient_buckets.h"
+#include "mixprec/cuda.h"
 #include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "optimizers/loss_scale_agreement.h"
@@ -26,6 +27,11 @@ ShardRange shard_range(std::int64_t rows, int rank, int world) {
 }
 
 void DataParallel::initialize() const { distributed::initialize(); }
+
+Device DataParallel::device() const {
+  const int gpus = cuda::device_count();
+  return gpus > 0 ? Device::cuda(local_rank() % gpus) : Device::cpu();
+}
 
 ShardRange DataParallel::shard_range(std::int64_t rows) const {
   return distributed::shard_range(rows, rank(), world_size());

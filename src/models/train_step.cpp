@@ -6,12 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "autograd/gradient_ready.h"
 #include "backend/backend.h"
 #include "backend/device_services.h"
+#include "distributed/overlapped_reducer.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
+#include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
+#include "optimizers/loss_scale_agreement.h"
 
 namespace mixprec::models {
 
@@ -40,15 +44,64 @@ Tensor compute_loss(const StepContext& ctx, const Tensor& y, const Tensor& y_pre
   return batch_loss(ctx.state, y, y_pred);
 }
 
-StepGradients backward(const StepContext& ctx, const Tensor& loss) {
+namespace {
+
+// Whether the gradients are reduced during the backward pass (DataParallel::overlap).
+bool overlaps(const StepContext& ctx) {
+  return ctx.data_parallel && ctx.data_parallel->overlap && ctx.device.type == DeviceType::cpu &&
+         distributed::world_size() > 1;
+}
+
+distributed::detail::OverlappedReducer& start_reducer(StepContext& ctx) {
+  if (!ctx.reducer) ctx.reducer = std::make_shared<distributed::detail::OverlappedReducer>();
+  ctx.reducer->begin(ctx.variables.value(), ctx.shard_weight, ctx.data_parallel->bucket_bytes);
+  return *ctx.reducer;
+}
+
+// The gradients of `target` with respect to ctx.variables, each bucket summed over the ranks as
+// soon as its gradients are final.
+std::vector<Tensor> reduced_gradients(StepContext& ctx, const Tensor& target) {
+  distributed::detail::OverlappedReducer& reducer = start_reducer(ctx);
+  std::vector<Tensor> grads;
+  try {
+    grads = autograd::grad_reporting_ready(
+        target, ctx.variables.value(),
+        [&reducer](std::size_t i, const Tensor& g) { reducer.ready(i, g); });
+  } catch (...) {
+    reducer.abandon();
+    throw;
+  }
+  reducer.finish();
+  return grads;
+}
+
+}  // namespace
+
+StepGradients backward(StepContext& ctx, const Tensor& loss) {
   const std::vector<Tensor>& variables = ctx.variables.value();
-  if (!ctx.loss_scale) return StepGradients{grad(loss, variables)};
+  const bool overlap = overlaps(ctx);
+  if (!ctx.loss_scale) {
+    return StepGradients{overlap ? reduced_gradients(ctx, loss) : grad(loss, variables)};
+  }
   const mixed_precision::LossScaleOptimizer& lso = *ctx.loss_scale;
-  return StepGradients{lso.get_unscaled_gradients(grad(lso.get_scaled_loss(loss), variables))};
+  const Tensor scaled = lso.get_scaled_loss(loss);
+  // Overlapped: the scaled gradients are reduced, then unscaled and checked (the sum carries any
+  // rank's Inf or NaN; a power-of-two scale divides out exactly).
+  return StepGradients{lso.get_unscaled_gradients(overlap ? reduced_gradients(ctx, scaled)
+                                                          : grad(scaled, variables))};
 }
 
 void reduce_gradients(StepContext& ctx, const StepGradients& grads) {
   if (!ctx.data_parallel) return;
+  if (overlaps(ctx)) {
+    // The gradients are reduced already; the loss-scaling verdict is still agreed with max.
+    if (grads.unscaled && ctx.loss_scale) {
+      optimizers::detail::combine_found_inf(*ctx.loss_scale, [](Tensor& flag) {
+        distributed::all_reduce(flag, distributed::ReduceOp::max);
+      });
+    }
+    return;
+  }
   if (grads.unscaled && ctx.loss_scale) {
     ctx.data_parallel->all_reduce_gradients(*grads.unscaled, ctx.shard_weight, *ctx.loss_scale);
   } else {
@@ -113,6 +166,12 @@ void empty_shard_step(StepContext& ctx) {
   std::vector<Tensor> zero;
   zero.reserve(ctx.variables->size());
   for (const Tensor& v : *ctx.variables) zero.push_back(zeros_like(v));
+  if (overlaps(ctx)) {
+    // The same buckets in the same order as the ranks that run a backward pass.
+    distributed::detail::OverlappedReducer& reducer = start_reducer(ctx);
+    for (std::size_t i = 0; i < zero.size(); ++i) reducer.ready(i, zero[i]);
+    reducer.finish();
+  }
   StepGradients grads = ctx.loss_scale ? StepGradients{ctx.loss_scale->get_unscaled_gradients(zero)}
                                        : StepGradients{std::move(zero)};
   reduce_gradients(ctx, grads);

@@ -14,6 +14,7 @@
 //   step.state.train_metrics.update(loss, b.y, y_pred);
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -22,6 +23,10 @@
 #include "mixprec/models/model.h"
 #include "mixprec/tensor.h"
 #include "models/training_state.h"
+
+namespace mixprec::distributed::detail {
+class OverlappedReducer;
+}
 
 namespace mixprec::models {
 
@@ -48,6 +53,8 @@ struct StepContext {
   // set by fit() before each step). Null: this process trains alone.
   const distributed::DataParallel* data_parallel = nullptr;
   double shard_weight = 1.0;
+  // The communication thread of DataParallel::overlap, made by the first overlapped step.
+  std::shared_ptr<distributed::detail::OverlappedReducer> reducer;
 };
 
 // What backward() returns: the gradients, and under loss scaling the LossScaleOptimizer's record
@@ -77,11 +84,14 @@ Tensor forward(StepContext& ctx, const Tensor& x);
 Tensor compute_loss(const StepContext& ctx, const Tensor& y, const Tensor& y_pred);
 
 // The gradients of ctx.variables (after forward()), in their order; undefined where a variable got
-// none. With loss scaling: of the scaled loss, then unscaled (and checked for Inf/NaN).
-StepGradients backward(const StepContext& ctx, const Tensor& loss);
+// none. With loss scaling: of the scaled loss, then unscaled (and checked for Inf/NaN). Under
+// ctx.data_parallel with DataParallel::overlap (a CPU model, several ranks) the gradients come back
+// already summed over the ranks, reduced during the backward pass (before the unscaling).
+StepGradients backward(StepContext& ctx, const Tensor& loss);
 
 // Under ctx.data_parallel: the gradients summed over the ranks, weighted by ctx.shard_weight, in
-// place (and the loss-scaling verdict agreed); otherwise nothing.
+// place, unless backward() did it already, and the loss-scaling verdict agreed; otherwise
+// nothing.
 void reduce_gradients(StepContext& ctx, const StepGradients& grads);
 
 // apply_gradients of the compiled optimizer (a LossScaleOptimizer skips a non-finite step); keeps

@@ -137,10 +137,12 @@ TEST(DataParallel, ShardWeightsSumToOne) {
 }
 
 // fit() with .distribute against fit() alone with the same global batch, under `policy`.
-void expect_fit_matches_single_process(const char* policy, double tolerance) {
+// overlap: the buckets reduced during the backward pass (DataParallel::overlap) or after it.
+void expect_fit_matches_single_process(const char* policy, double tolerance, bool overlap) {
   SCOPED_TRACE(policy);
   testing::PolicyGuard guard{mixed_precision::Policy(policy)};
-  DataParallel dp{.bucket_bytes = 1024};  // several buckets, one gradient bigger than a bucket
+  // Several buckets, one gradient bigger than a bucket.
+  DataParallel dp{.bucket_bytes = 1024, .overlap = overlap};
   dp.initialize();
   // 45 samples in global batches of 8: the last batch has 5 rows (shards of 2 and 3 on 2 ranks).
   const Data d = make_data(45, 11);
@@ -186,14 +188,21 @@ void expect_fit_matches_single_process(const char* policy, double tolerance) {
   EXPECT_TRUE(same_on_every_rank(losses));
 }
 
-TEST(DataParallelFit, Float32MatchesOneProcess) {
-  expect_fit_matches_single_process("float32", 1e-6);
+// The fit() tests run with the gradients reduced during the backward pass and after it.
+class DataParallelFitOverlap : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(, DataParallelFitOverlap, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "overlapped" : "after_backward";
+                         });
+
+TEST_P(DataParallelFitOverlap, Float32MatchesOneProcess) {
+  expect_fit_matches_single_process("float32", 1e-6, GetParam());
 }
-TEST(DataParallelFit, MixedFloat16MatchesOneProcess) {
-  expect_fit_matches_single_process("mixed_float16", 5e-3);
+TEST_P(DataParallelFitOverlap, MixedFloat16MatchesOneProcess) {
+  expect_fit_matches_single_process("mixed_float16", 5e-3, GetParam());
 }
-TEST(DataParallelFit, MixedBfloat16MatchesOneProcess) {
-  expect_fit_matches_single_process("mixed_bfloat16", 2e-3);
+TEST_P(DataParallelFitOverlap, MixedBfloat16MatchesOneProcess) {
+  expect_fit_matches_single_process("mixed_bfloat16", 2e-3, GetParam());
 }
 
 TEST(DataParallelFit, EveryRankStartsFromRankZerosWeights) {
@@ -223,7 +232,7 @@ TEST(DataParallelFit, UnbuiltSequentialIsBuiltThenBroadcast) {
 
 // A Pipeline (a preprocessing step), validation_split and EarlyStopping: the validation loss is
 // over every rank's shard, so every rank stops after the same epoch.
-TEST(DataParallelFit, PipelineWithValidationMatchesOneProcess) {
+TEST_P(DataParallelFitOverlap, PipelineWithValidationMatchesOneProcess) {
   const Data d = make_data(40, 13);
   const data::Pipeline p = data::Pipeline(d.x, d.y).map(data::rescale(0.5));
   FitOptions options{.batch_size = 6,
@@ -233,7 +242,7 @@ TEST(DataParallelFit, PipelineWithValidationMatchesOneProcess) {
                      .seed = 3};
   Model parallel = make_mlp(71);
   compile_sgd(parallel);
-  options.distribute = DataParallel{};
+  options.distribute = DataParallel{.overlap = GetParam()};
   options.callbacks = {callbacks::EarlyStopping({.monitor = "val_loss", .patience = 0})};
   const History h_parallel = parallel.fit(p, options);
   Model alone = make_mlp(71);
@@ -251,9 +260,9 @@ TEST(DataParallelFit, PipelineWithValidationMatchesOneProcess) {
 
 // An Inf only in the last rank's shard of the first batch: every rank skips that step and halves
 // its loss scale, and the next step applies everywhere.
-TEST(DataParallelFit, InfOnOneRankSkipsTheStepOnEveryRank) {
+TEST_P(DataParallelFitOverlap, InfOnOneRankSkipsTheStepOnEveryRank) {
   testing::PolicyGuard guard{mixed_precision::Policy("mixed_float16")};
-  DataParallel dp;
+  DataParallel dp{.overlap = GetParam()};
   dp.initialize();
   const int world = distributed::world_size();
   Data d = make_data(16, 4);

@@ -11,13 +11,19 @@
 //  - FitOptions::batch_size is the GLOBAL batch, as in Keras under a distribution strategy: rank r
 //    of W takes rows [r*n/W, (r+1)*n/W) of each batch of n rows (the smaller last batch included),
 //    so the shards are disjoint and their union is the single-process batch;
-//  - after the backward pass, the gradients (float32) are summed over the ranks in buckets of about
-//    bucket_bytes, each rank's weighted by its share n_r / n of the batch (its loss is a mean over
-//    its shard), which gives the gradient of the whole batch's mean loss. The buckets are reduced
-//    after the backward pass (not yet overlapped with it);
+//  - the gradients (float32) are summed over the ranks in buckets of about bucket_bytes, each
+//    rank's weighted by its share n_r / n of the batch (its loss is a mean over its shard), which
+//    gives the gradient of the whole batch's mean loss. With `overlap` (the default) on a CPU
+//    model the buckets follow the reverse order of the variables (the last layers' gradients are
+//    final first, as in PyTorch DDP) and a communication thread reduces each one as soon as all
+//    its gradients are final, while the backward pass goes on; otherwise (overlap = false, or a
+//    model on a GPU) they are reduced after the backward pass;
 //  - under loss scaling each rank unscales and checks its gradients, the gradients are reduced and
 //    the Inf/NaN flag is reduced with max, so every rank skips the same steps and moves the loss
-//    scale identically; the weights stay bitwise identical across ranks;
+//    scale identically; the weights stay bitwise identical across ranks. When the reduction
+//    overlaps the backward pass it runs on the scaled gradients, which are unscaled and checked
+//    after it (exact for a power-of-two scale; an Inf or NaN of any rank reaches the sum), and
+//    the flag is still reduced with max;
 //  - the loss and metrics at the end of an epoch (and evaluate()'s scores) are over all ranks'
 //    samples, so callbacks that change training (EarlyStopping, ReduceLROnPlateau, ...) decide
 //    identically; a callback that stops training on one rank stops it on all at the same batch.
@@ -51,6 +57,7 @@
 #include <vector>
 
 #include "mixprec/data/dataset.h"
+#include "mixprec/device.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/tensor.h"
 
@@ -75,6 +82,15 @@ struct DataParallel {
   // several gradients are flattened into one buffer of about this size and reduced in one call;
   // a gradient larger than this is a bucket of its own. Must be positive.
   std::int64_t bucket_bytes = std::int64_t{25} * 1024 * 1024;
+  // fit(): reduce each bucket while the backward pass goes on (one communication thread per
+  // process; CPU models only, a model on a GPU is reduced after the backward pass). false: after
+  // the backward pass. Must be the same on every rank.
+  bool overlap = true;
+
+  // The device for this rank's model: Device::cuda(local_rank() % cuda::device_count()) when this
+  // build has CUDA GPUs, else the CPU (call after initialize(): local_rank() is 0 before). fit()
+  // trains wherever the model is; placing it elsewhere is the user's choice.
+  Device device() const;
 
   // Joins the launcher's process group (distributed::initialize()).
   void initialize() const;
