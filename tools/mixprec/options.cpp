@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "mixprec/distributed/distributed.h"
 #include "models.h"
 
 namespace mixprec::cli {
@@ -272,11 +273,16 @@ void check_options(const TrainOptions& o) {
 ResolvedDevice resolve_device(DeviceChoice choice) {
   const auto devices = list_physical_devices();
   const PhysicalDevice* cpu = nullptr;
-  const PhysicalDevice* gpu = nullptr;  // the first GPU: mixprec trains on one
+  std::vector<const PhysicalDevice*> gpus;
   for (const auto& d : devices) {
     if (d.kind == "CPU" && !cpu) cpu = &d;
-    if (d.kind == "GPU" && !gpu) gpu = &d;
+    if (d.kind == "GPU") gpus.push_back(&d);
   }
+  // One process trains on one GPU: the first, or under mpirun the local rank's (one process per
+  // GPU, as DataParallel::device()).
+  const PhysicalDevice* gpu =
+      gpus.empty() ? nullptr
+                   : gpus[static_cast<std::size_t>(distributed::local_rank()) % gpus.size()];
   const ResolvedDevice on_cpu{Device::cpu(), cpu ? cpu->name : "unknown", false};
   if (choice == DeviceChoice::cpu) return on_cpu;
   // A build without the backend lists no GPU, so `auto` is the CPU there.
