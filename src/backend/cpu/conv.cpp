@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/cast.h"
+#include "backend/cpu/depthwise_filters.h"
 #include "backend/cpu/scratch.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
@@ -309,6 +310,8 @@ Tensor conv2d_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeom
   const DType dtype = x.dtype();
   check("x", x, x_shape(g), dtype);
   check("dy", dy, y_shape(g), dtype);
+  // Depthwise: our kernel (oneDNN 2.6's jit depthwise one covers only some geometries).
+  if (is_depthwise_geometry(g)) return depthwise_backward_filters(x, dy, g);
   if (!via_float32(dtype)) return backward_filters_dnnl(x, dy, g);
   return cpu::cast(backward_filters_dnnl(widen(x), widen(dy), g), dtype);
 }

@@ -1,0 +1,147 @@
+// The CPU depthwise backward-filters kernel (src/backend/cpu/depthwise_filters.cpp) against the
+// reference loops (conv_reference.h) on float64 copies of the same values: float32 within a
+// float32 summation bound, float16/bfloat16 as the float32 result rounded once; plus independence
+// of the thread count and the dispatch from cpu::conv2d_backward_filters.
+#include "backend/cpu/depthwise_filters.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/conv.h"
+#include "backend/cpu/conv_reference.h"
+#include "support/gradcheck.h"
+#include "support/op_test_helpers.h"
+
+namespace mixprec {
+namespace {
+
+using testing::all_close;
+using testing::normal;
+
+struct DwCase {
+  std::int64_t n, h, w, c, k, stride;
+  bool same;
+  std::int64_t dilation = 1;
+  std::string label() const {
+    return "n" + std::to_string(n) + " " + std::to_string(h) + "x" + std::to_string(w) + " c" +
+           std::to_string(c) + " k" + std::to_string(k) + " s" + std::to_string(stride) +
+           (same ? " same" : " valid") + " d" + std::to_string(dilation);
+  }
+};
+
+// TensorFlow's padding along one axis: (before, total) and the output size.
+void axis(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d, bool same,
+          std::int64_t& out, std::int64_t& before, std::int64_t& after) {
+  const std::int64_t extent = (k - 1) * d + 1;
+  out = same ? (in + s - 1) / s : (in - extent) / s + 1;
+  const std::int64_t total = same ? std::max<std::int64_t>((out - 1) * s + extent - in, 0) : 0;
+  before = total / 2;
+  after = total - before;
+}
+
+ConvGeometry geometry(const DwCase& c) {
+  ConvGeometry g;
+  g.batch = c.n, g.in_h = c.h, g.in_w = c.w, g.in_channels = c.c;
+  g.kernel_h = c.k, g.kernel_w = c.k, g.out_channels = c.c, g.groups = c.c;
+  g.stride_h = g.stride_w = c.stride;
+  g.dilation_h = g.dilation_w = c.dilation;
+  axis(c.h, c.k, c.stride, c.dilation, c.same, g.out_h, g.pad_top, g.pad_bottom);
+  axis(c.w, c.k, c.stride, c.dilation, c.same, g.out_w, g.pad_left, g.pad_right);
+  return g;
+}
+
+const std::vector<DwCase> kCases = {
+    {1, 7, 9, 5, 3, 1, true},      {3, 7, 9, 5, 3, 1, false},    {1, 9, 7, 19, 3, 2, true},
+    {3, 9, 7, 19, 3, 2, false},    {1, 11, 13, 33, 5, 1, true},  {3, 11, 13, 33, 5, 2, true},
+    {3, 12, 10, 67, 5, 1, false},  {1, 13, 11, 70, 5, 2, false}, {3, 8, 8, 130, 3, 2, true},
+    {2, 9, 10, 24, 3, 1, true, 2},
+};
+
+double unit_roundoff(DType dtype) {
+  if (dtype == DType::float16) return std::ldexp(1.0, -11);
+  if (dtype == DType::bfloat16) return std::ldexp(1.0, -8);
+  return std::ldexp(1.0, -24);
+}
+
+// |got - exact| <= terms * u32 * magnitude (float32 summation) + u_out * |exact| (one rounding).
+::testing::AssertionResult within_bound(const Tensor& got, const Tensor& exact,
+                                        const Tensor& magnitude, double terms) {
+  const auto a = got.to_vector<double>(), e = exact.to_vector<double>();
+  const auto m = magnitude.to_vector<double>();
+  if (a.size() != e.size()) return ::testing::AssertionFailure() << "size " << a.size();
+  const double u_out = unit_roundoff(got.dtype());
+  const double floor = got.dtype() == DType::float16 ? std::ldexp(1.0, -25) : 1e-300;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double bound =
+        1.01 * terms * std::ldexp(1.0, -24) * m[i] + u_out * std::abs(e[i]) + floor;
+    if (!(std::abs(a[i] - e[i]) <= bound)) {
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << a[i] << " vs " << e[i] << " (bound " << bound << ")";
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(DepthwiseFilters, MatchesReferenceAllDtypes) {
+  std::uint64_t seed = 900;
+  for (const DwCase& c : kCases) {
+    const ConvGeometry g = geometry(c);
+    ASSERT_TRUE(cpu::is_depthwise_geometry(g));
+    const Tensor x32 = normal({c.n, c.h, c.w, c.c}, ++seed);
+    const Tensor dy32 = normal({c.n, g.out_h, g.out_w, c.c}, ++seed);
+    for (DType dtype : {DType::float32, DType::bfloat16, DType::float16}) {
+      const Tensor x = x32.to(dtype), dy = dy32.to(dtype);
+      const Tensor x64 = x.to(DType::float64), dy64 = dy.to(DType::float64);
+      const Tensor exact = cpu::conv2d_reference_backward_filters(x64, dy64, g);
+      const Tensor mag = cpu::conv2d_reference_backward_filters(abs(x64), abs(dy64), g);
+      const Tensor got = cpu::conv2d_backward_filters(x, dy, g);
+      ASSERT_EQ(got.dtype(), dtype);
+      ASSERT_EQ(got.shape(), (Shape{c.k, c.k, 1, c.c}));
+      const double terms = double(c.n * g.out_h * g.out_w);
+      EXPECT_TRUE(within_bound(got, exact, mag, terms)) << dtype_name(dtype) << " " << c.label();
+      if (dtype != DType::float32) {
+        // The float32 kernel on the widened values, rounded once: the same sums in the same order.
+        const Tensor wide =
+            cpu::depthwise_backward_filters(x64.to(DType::float32), dy64.to(DType::float32), g);
+        EXPECT_TRUE(all_close(got, wide.to(dtype), {0, 0})) << dtype_name(dtype) << c.label();
+      }
+    }
+  }
+}
+
+TEST(DepthwiseFilters, IndependentOfThreadCount) {
+  const DwCase c{3, 17, 15, 48, 5, 1, true};
+  const ConvGeometry g = geometry(c);
+  const Tensor x = normal({c.n, c.h, c.w, c.c}, 31), dy = normal({c.n, g.out_h, g.out_w, c.c}, 32);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
+  omp_set_num_threads(3);
+  const auto three = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one, three);
+}
+
+TEST(DepthwiseFilters, OnlyOneFilterPerChannelIsDepthwise) {
+  ConvGeometry g = geometry({1, 5, 5, 4, 3, 1, true});
+  EXPECT_TRUE(cpu::is_depthwise_geometry(g));
+  g.out_channels = 8;  // channel multiplier 2: oneDNN's path
+  EXPECT_FALSE(cpu::is_depthwise_geometry(g));
+  g.out_channels = 4, g.groups = 2;
+  EXPECT_FALSE(cpu::is_depthwise_geometry(g));
+  g.groups = 1;
+  EXPECT_FALSE(cpu::is_depthwise_geometry(g));
+}
+
+TEST(DepthwiseFilters, EmptyBatchGivesZeros) {
+  const ConvGeometry g = geometry({0, 5, 5, 3, 3, 1, true});
+  const Tensor dw =
+      cpu::conv2d_backward_filters(normal({0, 5, 5, 3}, 1), normal({0, 5, 5, 3}, 2), g);
+  EXPECT_EQ(dw.to_vector<float>(), std::vector<float>(27, 0.0f));
+}
+
+}  // namespace
+}  // namespace mixprec
