@@ -7,20 +7,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cpu/mpi_status.h"
+
 namespace mixprec::distributed::detail {
 namespace {
 
-MPI_Comm comm_of(const Communicator& group) {
-  return MPI_Comm_f2c(static_cast<MPI_Fint>(group.mpi_handle));
-}
-
-void check(int status, const char* what) {
-  if (status == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(status, text, &length);
-  throw DistributedError(std::string(what) + " failed: " + std::string(text, length));
-}
+using cpu::check_mpi;
+using cpu::comm_of;
 
 // Registered with atexit by join_mpi_world() when mixprec initialised MPI. Tolerates a program
 // that finalised MPI itself.
@@ -50,11 +43,12 @@ bool mpi_is_initialized() {
 Communicator join_mpi_world() {
   if (!mpi_is_initialized()) {
     int provided = 0;
-    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
+              "MPI_Init_thread");
     std::atexit(finalize_at_exit);
   }
   MPI_Comm comm = MPI_COMM_NULL;
-  check(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm), "MPI_Comm_dup");
   // On mixprec's own communicator errors come back as codes (turned into DistributedError)
   // instead of aborting every rank; the program's MPI_COMM_WORLD keeps its handler.
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
@@ -62,8 +56,8 @@ Communicator join_mpi_world() {
   MPI_Comm_rank(comm, &group.rank);
   MPI_Comm_size(comm, &group.size);
   MPI_Comm node = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, group.rank, MPI_INFO_NULL, &node),
-        "MPI_Comm_split_type");
+  check_mpi(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, group.rank, MPI_INFO_NULL, &node),
+            "MPI_Comm_split_type");
   MPI_Comm_rank(node, &group.local_rank);
   MPI_Comm_free(&node);
   group.mpi_handle = MPI_Comm_c2f(comm);
@@ -71,18 +65,20 @@ Communicator join_mpi_world() {
   return group;
 }
 
-void mpi_barrier(const Communicator& group) { check(MPI_Barrier(comm_of(group)), "MPI_Barrier"); }
+void mpi_barrier(const Communicator& group) {
+  check_mpi(MPI_Barrier(comm_of(group)), "MPI_Barrier");
+}
 
 void mpi_abort(const Communicator& group, int exit_code) { MPI_Abort(comm_of(group), exit_code); }
 
 double mpi_all_reduce(const Communicator& group, double value, ReduceOp op) {
-  check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, mpi_op(op), comm_of(group)),
-        "MPI_Allreduce");
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_DOUBLE, mpi_op(op), comm_of(group)),
+            "MPI_Allreduce");
   return value;
 }
 
 void mpi_host_broadcast(const Communicator& group, void* data, std::size_t bytes, int root) {
-  check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_of(group)), "MPI_Bcast");
+  check_mpi(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_of(group)), "MPI_Bcast");
 }
 
 namespace {
@@ -118,7 +114,7 @@ void mpi_check_same_call(const Communicator& group, const CollectiveCall& call) 
     range[i] = mine[i];
     range[kFields + i] = -mine[i];
   }
-  check(
+  check_mpi(
       MPI_Allreduce(MPI_IN_PLACE, range.data(), 2 * kFields, MPI_INT64_T, MPI_MAX, comm_of(group)),
       "MPI_Allreduce");
   for (int i = 0; i < kFields; ++i) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/mpi_status.h"
 #include "mixprec/convert.h"
 
 namespace mixprec::cpu {
@@ -21,18 +22,6 @@ namespace {
 
 using distributed::DistributedError;
 using distributed::ReduceOp;
-
-MPI_Comm comm_of(const Communicator& group) {
-  return MPI_Comm_f2c(static_cast<MPI_Fint>(group.mpi_handle));
-}
-
-void check(int status, const char* what) {
-  if (status == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(status, text, &length);
-  throw DistributedError(std::string(what) + " failed: " + std::string(text, length));
-}
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
@@ -62,9 +51,9 @@ void all_reduce_native(MPI_Comm comm, void* data, std::size_t count, MPI_Datatyp
   auto* bytes = static_cast<char*>(data);
   for (std::size_t done = 0; done < count; done += kMaxChunk) {
     const std::size_t n = std::min(kMaxChunk, count - done);
-    check(MPI_Allreduce(MPI_IN_PLACE, bytes + done * element_bytes, static_cast<int>(n), type, op,
-                        comm),
-          "MPI_Allreduce");
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, bytes + done * element_bytes, static_cast<int>(n), type,
+                            op, comm),
+              "MPI_Allreduce");
   }
 }
 
@@ -99,8 +88,8 @@ void broadcast(const Communicator& group, void* data, std::size_t count, DType d
   auto* bytes = static_cast<char*>(data);
   for (std::size_t done = 0; done < total; done += kMaxChunk) {
     const std::size_t n = std::min(kMaxChunk, total - done);
-    check(MPI_Bcast(bytes + done, static_cast<int>(n), MPI_BYTE, root, comm_of(group)),
-          "MPI_Bcast");
+    check_mpi(MPI_Bcast(bytes + done, static_cast<int>(n), MPI_BYTE, root, comm_of(group)),
+              "MPI_Bcast");
   }
 }
 
