@@ -131,15 +131,16 @@ TEST_F(CliDistributedTrain, TwoRanksTrainLikeOneProcessWithTheGlobalBatch) {
             0.01);  // at most one of the 100 test samples
 }
 
-// Only rank 0 writes checkpoints, so only rank 0 fails when it cannot: the job must end with its
-// error instead of leaving rank 1 waiting in the next collective (main() ends the group with
+// Only rank 0 writes TensorBoard files, so only rank 0 fails when it cannot create the log
+// directory (at the start of fit, while rank 1 goes on into the first collective): the job must end
+// with its error instead of leaving rank 1 waiting (main() ends the group with
 // distributed::abort_group). A hang here is a ctest timeout, i.e. a failure.
 TEST_F(CliDistributedTrain, ARankFailingAloneEndsTheWholeJob) {
   SKIP_WITHOUT_MPI();
   const std::string not_a_dir = data_.file("not_a_dir");
-  std::ofstream(not_a_dir) << "a file where the checkpoint directory should be\n";
+  std::ofstream(not_a_dir) << "a file where the log directory should be\n";
   std::vector<std::string> args = train_args(data_.file("f.json"));
-  args.insert(args.end(), {"--checkpoint-dir", not_a_dir, "--save-freq", "1"});
+  args.insert(args.end(), {"--tensorboard", not_a_dir + "/logs"});
   const auto r = run_cli_under(mpirun_two(), args);
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("error: rank 0: "), std::string::npos) << r.err;
