@@ -214,6 +214,10 @@ const std::vector<Case> kCases = {
     conv(2, 6, 6, 4, 3, 3, 6).grouped(2),
     conv(3, 5, 7, 6, 2, 3, 9).stride(2, 1).grouped(3).same().no_bias(),
     conv(1, 4, 4, 16, 1, 1, 32),
+    // Pointwise convolutions run as matmuls (conv_pointwise.h); a strided 1x1 one does not.
+    conv(3, 5, 2, 24, 1, 1, 7).no_bias(),
+    conv(2, 1, 1, 40, 1, 1, 9).same(),
+    conv(2, 5, 5, 6, 1, 1, 10).stride(2, 2).no_bias(),
     conv(2, 10, 10, 32, 3, 3, 16).same(),
     conv(2, 6, 5, 3, 3, 3, 6).same().as_depthwise(),
     conv(1, 7, 7, 4, 3, 3, 4).stride(2, 2).same().no_bias().as_depthwise(),
@@ -593,6 +597,34 @@ TEST(ConvCache, RepeatedShapesReuseThePrimitives) {
   EXPECT_GT(after.capacity, 0u);
   // Plain float32 NHWC convolutions get oneDNN's optimised kernels, not its reference ones.
   EXPECT_EQ(after.reference_implementations - before.reference_implementations, 0);
+}
+
+TEST(ConvCache, PointwiseConvolutionsNeedNoConvPrimitive) {
+  cpu::clear_conv_cache();
+  const auto before = cpu::conv_cache_stats();
+  for (DType dtype : {DType::float32, DType::bfloat16, DType::float16}) {
+    Tensor x = normal({2, 3, 3, 16}, 62, dtype), w = normal({1, 1, 16, 8}, 63, dtype);
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    const auto g = grad(sum(conv2d(x, w, Tensor())), {x, w});
+    ASSERT_EQ(g.size(), 2u);
+    EXPECT_EQ(g[1].shape(), (Shape{1, 1, 16, 8}));
+  }
+  EXPECT_EQ(cpu::conv_cache_stats().misses - before.misses, 0);
+}
+
+// A pointwise convolution with a bias rounds a 16-bit result once, after the bias.
+TEST(ConvLowPrecision, PointwiseBiasIsAddedBeforeTheOneRounding) {
+  Bf16PathGuard guard(cpu::Bf16Path::convert_to_float32);
+  const Case c = conv(2, 3, 4, 40, 1, 1, 12);
+  for (DType dtype : {DType::float16, DType::bfloat16}) {
+    const auto [x, w, b] = operands(c, 610, dtype);
+    const Tensor low = conv2d(x, w, b, c.options());
+    const Tensor expected =
+        conv2d(x.to(DType::float32), w.to(DType::float32), b.to(DType::float32), c.options())
+            .to(dtype);
+    EXPECT_TRUE(all_close(low, expected, {0, 0})) << dtype_name(dtype);
+  }
 }
 
 // ---- errors ----

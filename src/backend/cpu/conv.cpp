@@ -3,7 +3,8 @@
 // strides (a 4-D (O, I, H, W) desc, or a 5-D (G, O/G, I/G, H, W) one for grouped convolutions),
 // and the primitive picks its own blocked filter layout (format tag any); one oneDNN reorder per
 // call converts between the two. Filters are small next to activations, and a blocked layout is
-// what oneDNN's fast kernels need.
+// what oneDNN's fast kernels need. Pointwise (1x1, stride 1) convolutions are matmuls instead
+// (conv_pointwise.h) and depthwise backward filters our own kernel (depthwise_filters.h).
 #include "backend/cpu/conv.h"
 
 #include <array>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/cast.h"
+#include "backend/cpu/conv_pointwise.h"
 #include "backend/cpu/depthwise_filters.h"
 #include "backend/cpu/scratch.h"
 #include "core/tensor_impl.h"
@@ -294,6 +296,7 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& filters, const Tensor& bias
   check("filters", filters, filters_shape(g), dtype);
   if (bias.defined()) check("bias", bias, Shape{g.out_channels}, dtype);
   const Tensor bias32 = bias.defined() ? widen(bias) : Tensor();
+  if (is_pointwise_geometry(g)) return pointwise_forward(x, filters, bias32, g);
   if (!via_float32(dtype)) return forward_dnnl(x, filters, bias32, g);
   return cpu::cast(forward_dnnl(widen(x), widen(filters), bias32, g), dtype);
 }
@@ -302,6 +305,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& filters, const ConvG
   const DType dtype = dy.dtype();
   check("dy", dy, y_shape(g), dtype);
   check("filters", filters, filters_shape(g), dtype);
+  if (is_pointwise_geometry(g)) return pointwise_backward_data(dy, filters, g);
   if (!via_float32(dtype)) return backward_data_dnnl(dy, filters, g);
   return cpu::cast(backward_data_dnnl(widen(dy), widen(filters), g), dtype);
 }
@@ -312,6 +316,7 @@ Tensor conv2d_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeom
   check("dy", dy, y_shape(g), dtype);
   // Depthwise: our kernel (oneDNN 2.6's jit depthwise one covers only some geometries).
   if (is_depthwise_geometry(g)) return depthwise_backward_filters(x, dy, g);
+  if (is_pointwise_geometry(g)) return pointwise_backward_filters(x, dy, g);
   if (!via_float32(dtype)) return backward_filters_dnnl(x, dy, g);
   return cpu::cast(backward_filters_dnnl(widen(x), widen(dy), g), dtype);
 }

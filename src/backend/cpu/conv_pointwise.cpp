@@ -1,0 +1,74 @@
+// Pointwise convolutions as matmuls (conv_pointwise.h). Every reshape here is a view of a
+// contiguous tensor, and the transposed operands go to cpu::matmul as transpose flags (oneDNN
+// reads them through strides), so nothing is copied.
+#include "backend/cpu/conv_pointwise.h"
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/matmul.h"
+#include "backend/cpu/parallel.h"
+#include "core/tensor_impl.h"
+
+namespace mixprec::cpu {
+
+namespace {
+
+std::int64_t positions(const ConvGeometry& g) { return g.batch * g.in_h * g.in_w; }
+
+// t (contiguous) seen as a (rows, cols) matrix.
+Tensor matrix(const Tensor& t, std::int64_t rows, std::int64_t cols) {
+  return core::make_view(t, Shape{rows, cols}, {cols, 1}, 0);
+}
+
+Tensor activations(const Tensor& m, const ConvGeometry& g, std::int64_t channels) {
+  return core::make_view(m, Shape{g.batch, g.in_h, g.in_w, channels},
+                         {g.in_h * g.in_w * channels, g.in_w * channels, channels, 1}, 0);
+}
+
+// y32 (rows, cols) += bias (cols), in place.
+void add_bias(Tensor& y32, const Tensor& bias32) {
+  const std::int64_t rows = y32.shape()[0], cols = y32.shape()[1];
+  float* y = y32.data<float>();
+  const float* b = bias32.data<float>();
+  parallel_for(rows, rows * cols >= (std::int64_t{1} << 15), [&](std::int64_t r) {
+    float* row = y + r * cols;
+    for (std::int64_t c = 0; c < cols; ++c) row[c] += b[c];
+  });
+}
+
+}  // namespace
+
+bool is_pointwise_geometry(const ConvGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.groups == 1 && g.pad_top == 0 && g.pad_bottom == 0 && g.pad_left == 0 &&
+         g.pad_right == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
+}
+
+Tensor pointwise_forward(const Tensor& x, const Tensor& filters, const Tensor& bias32,
+                         const ConvGeometry& g) {
+  const std::int64_t m = positions(g), cin = g.in_channels, cout = g.out_channels;
+  const Tensor xm = matrix(x, m, cin), w = matrix(filters, cin, cout);
+  if (!bias32.defined())
+    return activations(cpu::matmul(xm, w, Transpose::no, Transpose::no), g, cout);
+  // With a bias, the 16-bit product stays in float32 until the bias is added: one rounding.
+  Tensor y32 = cpu::matmul(xm, w, Transpose::no, Transpose::no, DType::float32);
+  add_bias(y32, bias32);
+  return activations(x.dtype() == DType::float32 ? y32 : cpu::cast(y32, x.dtype()), g, cout);
+}
+
+Tensor pointwise_backward_data(const Tensor& dy, const Tensor& filters, const ConvGeometry& g) {
+  const std::int64_t m = positions(g), cin = g.in_channels, cout = g.out_channels;
+  // dx (m, cin) = dy (m, cout) . w^T, w (cin, cout).
+  return activations(
+      cpu::matmul(matrix(dy, m, cout), matrix(filters, cin, cout), Transpose::no, Transpose::yes),
+      g, cin);
+}
+
+Tensor pointwise_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeometry& g) {
+  const std::int64_t m = positions(g), cin = g.in_channels, cout = g.out_channels;
+  // dw (cin, cout) = x^T (cin, m) . dy (m, cout).
+  const Tensor dw =
+      cpu::matmul(matrix(x, m, cin), matrix(dy, m, cout), Transpose::yes, Transpose::no);
+  return core::make_view(dw, Shape{1, 1, cin, cout}, {cin * cout, cin * cout, cout, 1}, 0);
+}
+
+}  // namespace mixprec::cpu
