@@ -214,10 +214,12 @@ const std::vector<Case> kCases = {
     conv(2, 6, 6, 4, 3, 3, 6).grouped(2),
     conv(3, 5, 7, 6, 2, 3, 9).stride(2, 1).grouped(3).same().no_bias(),
     conv(1, 4, 4, 16, 1, 1, 32),
-    // Pointwise convolutions run as matmuls (conv_pointwise.h); a strided 1x1 one does not.
+    // Pointwise convolutions run as matmuls (conv_pointwise.h), strided ones too.
     conv(3, 5, 2, 24, 1, 1, 7).no_bias(),
     conv(2, 1, 1, 40, 1, 1, 9).same(),
     conv(2, 5, 5, 6, 1, 1, 10).stride(2, 2).no_bias(),
+    conv(2, 6, 7, 5, 1, 1, 3).stride(3, 2).same(),
+    conv(1, 4, 4, 8, 1, 1, 8).dilate(2, 2),
     conv(2, 10, 10, 32, 3, 3, 16).same(),
     conv(2, 6, 5, 3, 3, 3, 6).same().as_depthwise(),
     conv(1, 7, 7, 4, 3, 3, 4).stride(2, 2).same().no_bias().as_depthwise(),
@@ -606,9 +608,11 @@ TEST(ConvCache, PointwiseConvolutionsNeedNoConvPrimitive) {
     Tensor x = normal({2, 3, 3, 16}, 62, dtype), w = normal({1, 1, 16, 8}, 63, dtype);
     x.set_requires_grad(true);
     w.set_requires_grad(true);
-    const auto g = grad(sum(conv2d(x, w, Tensor())), {x, w});
-    ASSERT_EQ(g.size(), 2u);
-    EXPECT_EQ(g[1].shape(), (Shape{1, 1, 16, 8}));
+    for (int stride : {1, 2}) {
+      const auto g = grad(sum(conv2d(x, w, Tensor(), {.strides = {stride, stride}})), {x, w});
+      ASSERT_EQ(g.size(), 2u);
+      EXPECT_EQ(g[1].shape(), (Shape{1, 1, 16, 8}));
+    }
   }
   EXPECT_EQ(cpu::conv_cache_stats().misses - before.misses, 0);
 }
