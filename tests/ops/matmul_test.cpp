@@ -243,6 +243,40 @@ TEST(MatmulForward, ConvertPathIsFloat32RoundedOnce) {
   }
 }
 
+// matmul_bias adds the float32 bias to the float32 accumulator and rounds once: the float32
+// product plus the bias, rounded (exactly so on the float32 path; within one bf16 rounding of it on
+// the native one, whose summation order differs).
+TEST(MatmulForward, BiasJoinsTheAccumulatorBeforeTheOneRounding) {
+  const Tensor bias = normal({24}, 322, 4.0);
+  for (auto path : {cpu::Bf16Path::when_available, cpu::Bf16Path::convert_to_float32}) {
+    Bf16PathGuard guard(path);
+    for (DType dtype : {DType::float32, DType::float16, DType::bfloat16}) {
+      for (Transpose ta : {N, T}) {
+        const Tensor a = normal(stored({}, 40, 96, ta), 320).to(dtype);
+        const Tensor b = normal(stored({}, 96, 24, N), 321, 0.1).to(dtype);
+        const Tensor got = cpu::matmul_bias(a, b, ta, N, bias);
+        ASSERT_EQ(got.dtype(), dtype);
+        ASSERT_EQ(got.shape(), (Shape{40, 24}));
+        const Tensor sum32 =
+            add(cpu::matmul(a.to(DType::float32), b.to(DType::float32), ta, N), bias);
+        const bool exact = dtype == DType::float16 || path == cpu::Bf16Path::convert_to_float32;
+        const double rtol = dtype == DType::float32 ? 1e-5 : (exact ? 0.0 : std::ldexp(1.0, -7));
+        EXPECT_TRUE(
+            testing::all_close(got, sum32.to(dtype), {rtol, dtype == DType::float32 ? 1e-5 : 0.0}))
+            << dtype_name(dtype) << (ta == T ? " transposed" : "");
+      }
+    }
+  }
+  // No inner extent: the bias in every row.
+  const Tensor empty = cpu::matmul_bias(normal({3, 0}, 1), normal({0, 24}, 2), N, N, bias);
+  EXPECT_TRUE(testing::all_close(empty, add(zeros({3, 24}), bias), {0, 0}));
+  // The bias must be float32 (N).
+  EXPECT_THROW(cpu::matmul_bias(normal({3, 4}, 1), normal({4, 5}, 2), N, N, normal({4}, 3)), Error);
+  EXPECT_THROW(cpu::matmul_bias(normal({3, 4}, 1), normal({4, 5}, 2), N, N,
+                                normal({5}, 3).to(DType::bfloat16)),
+               Error);
+}
+
 TEST(MatmulForward, NativeAndConvertedBfloat16Agree) {
   const Tensor a = normal({64, 256}, 310).to(DType::bfloat16);
   const Tensor b = normal({256, 48}, 311, 1.0 / 16).to(DType::bfloat16);

@@ -3,11 +3,9 @@
 // reads them through strides), so nothing is copied.
 #include "backend/cpu/conv_pointwise.h"
 
-#include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/fill.h"
 #include "backend/cpu/matmul.h"
-#include "backend/cpu/parallel.h"
 #include "core/tensor_impl.h"
 
 namespace mixprec::cpu {
@@ -46,17 +44,6 @@ Tensor activations(const Tensor& m, const ConvGeometry& g, std::int64_t channels
                          {g.out_h * g.out_w * channels, g.out_w * channels, channels, 1}, 0);
 }
 
-// y32 (rows, cols) += bias (cols), in place.
-void add_bias(Tensor& y32, const Tensor& bias32) {
-  const std::int64_t rows = y32.shape()[0], cols = y32.shape()[1];
-  float* y = y32.data<float>();
-  const float* b = bias32.data<float>();
-  parallel_for(rows, rows * cols >= (std::int64_t{1} << 15), [&](std::int64_t r) {
-    float* row = y + r * cols;
-    for (std::int64_t c = 0; c < cols; ++c) row[c] += b[c];
-  });
-}
-
 }  // namespace
 
 bool is_pointwise_geometry(const ConvGeometry& g) {
@@ -72,10 +59,8 @@ Tensor pointwise_forward(const Tensor& x, const Tensor& filters, const Tensor& b
   const Tensor xm = matrix(sampled(x, g), m, cin), w = matrix(filters, cin, cout);
   if (!bias32.defined())
     return activations(cpu::matmul(xm, w, Transpose::no, Transpose::no), g, cout);
-  // With a bias, the 16-bit product stays in float32 until the bias is added: one rounding.
-  Tensor y32 = cpu::matmul(xm, w, Transpose::no, Transpose::no, DType::float32);
-  add_bias(y32, bias32);
-  return activations(x.dtype() == DType::float32 ? y32 : cpu::cast(y32, x.dtype()), g, cout);
+  // The bias joins the float32 accumulator: one rounding.
+  return activations(cpu::matmul_bias(xm, w, Transpose::no, Transpose::no, bias32), g, cout);
 }
 
 Tensor pointwise_backward_data(const Tensor& dy, const Tensor& filters, const ConvGeometry& g) {

@@ -56,7 +56,17 @@ std::shared_ptr<const MatmulPrimitive> create(const MatmulGeometry& geometry) {
     // The caller provides the scratchpad (kept per-thread scratch from the mixprec allocator, so
     // it shows up in memory_stats() and concurrent calls of one primitive never share a buffer).
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::matmul::desc desc(result->src, result->weights, result->dst);
+    if (geometry.bias) {
+      // (1, ..., 1, N): broadcast over the batch axes and the rows.
+      dnnl::memory::dims dims(geometry.dst.dims.size(), 1);
+      dims.back() = geometry.dst.dims.back();
+      dnnl::memory::dims strides(dims.size(), dims.back());
+      strides.back() = 1;
+      result->bias = dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+    }
+    dnnl::matmul::desc desc =
+        geometry.bias ? dnnl::matmul::desc(result->src, result->weights, result->bias, result->dst)
+                      : dnnl::matmul::desc(result->src, result->weights, result->dst);
     dnnl::matmul::primitive_desc pd(desc, attr, dnnl_engine());
     result->scratchpad_bytes = pd.scratchpad_desc().get_size();
     result->implementation = pd.impl_info_str();
@@ -64,7 +74,7 @@ std::shared_ptr<const MatmulPrimitive> create(const MatmulGeometry& geometry) {
   } catch (const dnnl::error& e) {
     throw Error("matmul: oneDNN cannot create a primitive for src " + describe(geometry.src) +
                 ", weights " + describe(geometry.weights) + ", dst " + describe(geometry.dst) +
-                ": " + e.what());
+                (geometry.bias ? ", float32 bias" : "") + ": " + e.what());
   }
   return result;
 }
@@ -110,6 +120,7 @@ std::shared_ptr<const MatmulPrimitive> matmul_primitive(const MatmulGeometry& ge
   append(key, geometry.src);
   append(key, geometry.weights);
   append(key, geometry.dst);
+  key.push_back(geometry.bias ? 1 : 0);
   return cache().get(key, [&] { return create(geometry); });
 }
 

@@ -45,11 +45,15 @@ struct MatmulGeometry {
     dnnl::memory::data_type data_type;
   };
   Operand src, weights, dst;
+  // A float32 bias (N) added to every row of the float32 accumulator before the one rounding to
+  // dst's type (oneDNN's matmul bias argument).
+  bool bias = false;
 };
 
 struct MatmulPrimitive {
   dnnl::matmul primitive;
   dnnl::memory::desc src, weights, dst;
+  dnnl::memory::desc bias;           // a zero desc without a bias
   std::size_t scratchpad_bytes = 0;  // the caller provides the scratchpad (user mode)
   std::string implementation;        // oneDNN's name for the kernel, e.g. "brg:avx512_core"
 };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/cpu/cast.h"
@@ -108,12 +109,14 @@ Operand prepare(const Tensor& t, Transpose transpose) {
 
 // out (..., M, N), contiguous = a (..., M, K) x b (..., K, N) on oneDNN. The data types of the
 // operands and of `out` are given by their storage (float32 or bfloat16).
+// `bias32` (N), when defined, is added to the float32 accumulator before the rounding.
 void run_dnnl(const Operand& a, const Operand& b, dnnl::memory::data_type in_type, Tensor& out,
-              dnnl::memory::data_type out_type) {
+              dnnl::memory::data_type out_type, const Tensor& bias32 = Tensor()) {
   MatmulGeometry geometry;
   geometry.src = {a.layout.dims, a.layout.strides, in_type};
   geometry.weights = {b.layout.dims, b.layout.strides, in_type};
   geometry.dst = {out.shape().dims(), out.strides(), out_type};
+  geometry.bias = bias32.defined();
   const auto primitive = matmul_primitive(geometry);
   dnnl::engine& engine = dnnl_engine();
   // oneDNN takes non-const handles; it only reads src and weights.
@@ -122,10 +125,15 @@ void run_dnnl(const Operand& a, const Operand& b, dnnl::memory::data_type in_typ
   dnnl::memory dst(primitive->dst, engine, out.data_ptr());
   const Scratchpad pad = dnnl_scratchpad(primitive->scratchpad_bytes);
   dnnl::stream& stream = dnnl_stream();
-  primitive->primitive.execute(stream, {{DNNL_ARG_SRC, src},
-                                        {DNNL_ARG_WEIGHTS, weights},
-                                        {DNNL_ARG_DST, dst},
-                                        {DNNL_ARG_SCRATCHPAD, pad.memory}});
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src},
+                                             {DNNL_ARG_WEIGHTS, weights},
+                                             {DNNL_ARG_DST, dst},
+                                             {DNNL_ARG_SCRATCHPAD, pad.memory}};
+  if (geometry.bias) {
+    args[DNNL_ARG_BIAS] =
+        dnnl::memory(primitive->bias, engine, const_cast<void*>(bias32.data_ptr()));
+  }
+  primitive->primitive.execute(stream, args);
   stream.wait();
 }
 
@@ -325,6 +333,42 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DTyp
     case DType::float16: matmul_via_float32<float16>(pa, ta, pb, tb, out); break;
     default: break;  // excluded by check_operands
   }
+  return out;
+}
+
+}  // namespace mixprec::cpu
+
+namespace mixprec::cpu {
+
+Tensor matmul_bias(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
+                   const Tensor& bias32) {
+  check_operands(a, b, ta, tb);
+  const DType dtype = a.dtype();
+  const Layout la = logical_layout(a, ta), lb = logical_layout(b, tb);
+  if (la.rank() != 2 || !bias32.defined() || bias32.dtype() != DType::float32 ||
+      !bias32.is_contiguous() || bias32.shape() != Shape{lb.cols()}) {
+    throw Error("cpu::matmul_bias: rank-2 operands and a contiguous float32 bias (" +
+                std::to_string(lb.cols()) + ") are needed, got operands " + a.shape().to_string() +
+                " and " + b.shape().to_string() + " and a bias " +
+                (bias32.defined()
+                     ? std::string(dtype_name(bias32.dtype())) + " " + bias32.shape().to_string()
+                     : std::string("that is undefined")));
+  }
+  const bool native = dtype == DType::float32 || (dtype == DType::bfloat16 && use_native_bf16());
+  if (!native) {
+    // float16 (and bf16 without native support): exactly widened, float32, rounded once.
+    return cpu::cast(
+        matmul_bias(cpu::cast(a, DType::float32), cpu::cast(b, DType::float32), ta, tb, bias32),
+        dtype);
+  }
+  Tensor out = core::make_tensor(Shape(output_dims(la, lb)), dtype, a.device());
+  if (out.numel() == 0) return out;
+  using dt = dnnl::memory::data_type;
+  const dt type = dtype == DType::float32 ? dt::f32 : dt::bf16;
+  if (la.cols() == 0) {  // an empty sum: the bias in every row
+    return cpu::cast(core::make_view(bias32, out.shape(), {0, 1}, 0), dtype);
+  }
+  run_dnnl(prepare(a, ta), prepare(b, tb), type, out, type, bias32);
   return out;
 }
 

@@ -24,6 +24,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb);
 // rounding once (the backward of a batch-broadcast matmul sums over the batch in float32).
 Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DType out_dtype);
 
+// a (M, K) x b (K, N) + bias32 (N, float32, contiguous), rank 2, returned in the operands' dtype
+// (float32, float16 or bfloat16): the bias is added to the float32 accumulator and the sum rounded
+// once (oneDNN's bias argument; float16, and bfloat16 without native support, multiply exactly
+// widened float32 copies). float64 is not taken.
+Tensor matmul_bias(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
+                   const Tensor& bias32);
+
 // Each calling thread keeps its matmul scratch blocks (float32 copies of 16-bit operands, the
 // float32 result before rounding, oneDNN's scratchpad; each up to 64 MiB) for the next call, so
 // repeated shapes do not page-fault fresh memory every time (backend/cpu/scratch.h). They count in
