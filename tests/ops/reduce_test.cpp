@@ -161,6 +161,32 @@ TEST_P(ReduceTest, ForwardOnStridedAndLargeInputs) {
   }
 }
 
+// The spatial axes of NHWC activations (a global average pooling): reduced axes in the middle,
+// read in place as columns per batch entry; the channels span several chunks and the work is
+// large enough for the parallel path.
+TEST_P(ReduceTest, MiddleAxesOfLargeActivations) {
+  const Kind kind = GetParam();
+  const Shape shape{5, 7, 9, 2100};
+  const Tensor x = from_vector(values(shape.numel(), 4), shape, {.dtype = kFloat32});
+  const auto stored = x.to_vector<double>();
+  for (const std::vector<int>& axes : {std::vector<int>{1, 2}, {1}, {0, 1, 2}, {2}}) {
+    const auto expected = reference(stored, shape, axes, kind);
+    EXPECT_TRUE(all_close(
+        run(kind, x, axes, KeepDims::yes),
+        from_vector(expected, reduced_shape(shape, axes, true), {.dtype = kFloat64}), {1e-5, 1e-4}))
+        << "axes " << axes.size() << " from " << axes.front();
+  }
+  for (DType dtype : {DType::bfloat16, DType::float16}) {
+    const Tensor low = x.to(dtype);
+    const auto expected = reference(low.to_vector<double>(), shape, {1, 2}, kind);
+    EXPECT_TRUE(
+        all_close(run(kind, low, {1, 2}, KeepDims::no),
+                  from_vector(expected, reduced_shape(shape, {1, 2}, false), {.dtype = kFloat64}),
+                  {dtype == DType::bfloat16 ? 1.0 / 128 : 1.0 / 1024, 1e-3}))
+        << dtype_name(dtype);
+  }
+}
+
 TEST_P(ReduceTest, Gradcheck) {
   const Kind kind = GetParam();
   for (const AxesCase& c : kAxes) {

@@ -52,40 +52,44 @@ void reduce_rows(ReduceOp op, const T* x, std::int64_t rows, std::int64_t length
   });
 }
 
-// (R, cols) contiguous -> cols values, accumulating whole rows (cache-friendly for bias gradients).
+// (outer, R, cols) contiguous -> (outer, cols) values, accumulating whole rows (cache-friendly for
+// bias gradients, outer == 1, and for the spatial means of NHWC activations, outer == batch).
 // Sums run in C over blocks of kChunk rows and the block results are combined in double, as in
 // reduce_rows: one float accumulator over a long column would lose accuracy (each addition to a
 // large partial sum rounds, with a systematic bias when the addends are alike).
 template <typename T>
-void reduce_leading(ReduceOp op, const T* x, std::int64_t length, std::int64_t cols, double scale,
-                    T* out) {
+void reduce_leading(ReduceOp op, const T* x, std::int64_t outer, std::int64_t length,
+                    std::int64_t cols, double scale, T* out) {
   using C = core::compute_t<T>;
   const std::int64_t col_chunks = (cols + kChunk - 1) / kChunk;
-  parallel_for(col_chunks, length * cols >= kParallelThreshold, [&](std::int64_t c) {
-    const std::int64_t start = c * kChunk, n = std::min(kChunk, cols - start);
-    alignas(64) C acc[kChunk];
-    alignas(64) C buffer[kChunk];
-    alignas(64) double total[kChunk];
-    std::fill(acc, acc + n, identity<C>(op));
-    std::fill(total, total + n, 0.0);
-    for (std::int64_t r = 0; r < length; ++r) {
-      gather(x + r * cols + start, 1, n, buffer);
-      if (op == ReduceOp::sum) {
+  parallel_for(outer * col_chunks, outer * length * cols >= kParallelThreshold,
+               [&](std::int64_t task) {
+                 const std::int64_t o = task / col_chunks, c = task % col_chunks;
+                 const T* xo = x + o * length * cols;
+                 const std::int64_t start = c * kChunk, n = std::min(kChunk, cols - start);
+                 alignas(64) C acc[kChunk];
+                 alignas(64) C buffer[kChunk];
+                 alignas(64) double total[kChunk];
+                 std::fill(acc, acc + n, identity<C>(op));
+                 std::fill(total, total + n, 0.0);
+                 for (std::int64_t r = 0; r < length; ++r) {
+                   gather(xo + r * cols + start, 1, n, buffer);
+                   if (op == ReduceOp::sum) {
 #pragma omp simd
-        for (std::int64_t i = 0; i < n; ++i) acc[i] += buffer[i];
-        if ((r + 1) % kChunk == 0 || r + 1 == length) {
-          for (std::int64_t i = 0; i < n; ++i) total[i] += static_cast<double>(acc[i]);
-          std::fill(acc, acc + n, C(0));
-        }
-      } else {
-        for (std::int64_t i = 0; i < n; ++i) acc[i] = combine(op, acc[i], buffer[i]);
-      }
-    }
-    if (op == ReduceOp::sum) {
-      for (std::int64_t i = 0; i < n; ++i) acc[i] = static_cast<C>(total[i] * scale);
-    }
-    scatter(acc, n, out + start);
-  });
+                     for (std::int64_t i = 0; i < n; ++i) acc[i] += buffer[i];
+                     if ((r + 1) % kChunk == 0 || r + 1 == length) {
+                       for (std::int64_t i = 0; i < n; ++i) total[i] += static_cast<double>(acc[i]);
+                       std::fill(acc, acc + n, C(0));
+                     }
+                   } else {
+                     for (std::int64_t i = 0; i < n; ++i) acc[i] = combine(op, acc[i], buffer[i]);
+                   }
+                 }
+                 if (op == ReduceOp::sum) {
+                   for (std::int64_t i = 0; i < n; ++i) acc[i] = static_cast<C>(total[i] * scale);
+                 }
+                 scatter(acc, n, out + o * cols + start);
+               });
 }
 
 }  // namespace
@@ -97,13 +101,23 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis
   const std::int64_t kept_n = split.kept_n, reduced_n = split.reduced_n;
   Tensor out = core::make_tensor(Shape(split.out_dims), x.dtype(), x.device());
 
-  // Reduced axes leading (in order) -> column accumulation; otherwise move them last -> rows. A
-  // full reduction (one output) is one row: its chunks run through the vectorised row loop.
-  bool leading = kept_n > 1;
+  // Reduced axes consecutive with kept axes after them -> column accumulation over the reduced
+  // rows of each block of the kept axes before them (a bias gradient: none before; the spatial
+  // mean of NHWC activations: the batch before, the channels after), reading x in place.
+  // Otherwise move the reduced axes last -> rows. A full reduction (one output) is one row: its
+  // chunks run through the vectorised row loop.
+  const int rank = x.shape().rank();
+  bool columns = !reduced.empty() && reduced.back() != rank - 1;
   for (std::size_t i = 0; i < reduced.size(); ++i)
-    leading = leading && reduced[i] == static_cast<int>(i);
+    columns = columns && reduced[i] == reduced.front() + static_cast<int>(i);
+  std::int64_t outer = 1, inner = 1;
+  if (columns) {
+    for (int a = 0; a < reduced.front(); ++a) outer *= x.shape()[a];
+    for (int a = reduced.back() + 1; a < rank; ++a) inner *= x.shape()[a];
+    columns = inner > 1;
+  }
   Tensor src = x;
-  if (!leading) {
+  if (!columns) {
     std::vector<int> order = kept;
     order.insert(order.end(), reduced.begin(), reduced.end());
     src = x.detach().permute(order);
@@ -114,8 +128,8 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis
     T* o = static_cast<T*>(out.data_ptr());
     if (reduced_n == 0) {
       std::fill(o, o + kept_n, core::store_as<T>(identity<core::compute_t<T>>(op)));
-    } else if (leading) {
-      reduce_leading(op, in, reduced_n, kept_n, scale, o);
+    } else if (columns) {
+      reduce_leading(op, in, outer, reduced_n, inner, scale, o);
     } else {
       reduce_rows(op, in, kept_n, reduced_n, scale, o);
     }
