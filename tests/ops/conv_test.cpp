@@ -220,6 +220,10 @@ const std::vector<Case> kCases = {
     conv(2, 5, 5, 6, 1, 1, 10).stride(2, 2).no_bias(),
     conv(2, 6, 7, 5, 1, 1, 3).stride(3, 2).same(),
     conv(1, 4, 4, 8, 1, 1, 8).dilate(2, 2),
+    // At most 16 output positions per image: im2col and matmuls (conv_im2col.h).
+    conv(2, 4, 4, 8, 3, 3, 6).same(),
+    conv(3, 7, 7, 5, 3, 3, 4).stride(2, 2).same().no_bias(),
+    conv(1, 6, 6, 3, 2, 2, 4).dilate(2, 2).stride(2, 1),
     conv(2, 10, 10, 32, 3, 3, 16).same(),
     conv(2, 6, 5, 3, 3, 3, 6).same().as_depthwise(),
     conv(1, 7, 7, 4, 3, 3, 4).stride(2, 2).same().no_bias().as_depthwise(),
@@ -615,6 +619,48 @@ TEST(ConvCache, PointwiseConvolutionsNeedNoConvPrimitive) {
     }
   }
   EXPECT_EQ(cpu::conv_cache_stats().misses - before.misses, 0);
+}
+
+TEST(ConvCache, SmallMapsNeedNoConvPrimitive) {
+  cpu::clear_conv_cache();
+  const auto before = cpu::conv_cache_stats();
+  for (DType dtype : {DType::float32, DType::bfloat16, DType::float16}) {
+    Tensor x = normal({2, 4, 4, 16}, 64, dtype), w = normal({3, 3, 16, 8}, 65, dtype);
+    x.set_requires_grad(true);
+    w.set_requires_grad(true);
+    const auto g = grad(sum(conv2d(x, w, Tensor(), {.padding = Padding::same})), {x, w});
+    ASSERT_EQ(g.size(), 2u);
+    EXPECT_EQ(g[0].shape(), x.shape());
+  }
+  EXPECT_EQ(cpu::conv_cache_stats().misses - before.misses, 0);
+}
+
+// The matmul paths (pointwise and im2col) against oneDNN's convolution primitives on the same
+// operands, all three passes, every dtype: they agree to float32 summation order (float32), or to
+// within one rounding of the 16-bit result.
+TEST(ConvGemmPaths, AgreeWithTheConvolutionPrimitives) {
+  for (const Case& c : kCases) {
+    if (c.depthwise || c.groups != 1) continue;
+    for (DType dtype : {DType::float32, DType::bfloat16, DType::float16}) {
+      auto [x, w, b] = operands(c, 800, dtype);
+      x.set_requires_grad(true);
+      w.set_requires_grad(true);
+      std::vector<Tensor> results[2];
+      for (bool gemm : {true, false}) {
+        cpu::set_conv_gemm_paths(gemm);
+        const Tensor y = run(c, x, w, b);
+        const auto g = grad(sum(mul(y, normal(y.shape(), 801, dtype))), {x, w});
+        results[gemm] = {y, g[0], g[1]};
+      }
+      cpu::set_conv_gemm_paths(std::nullopt);
+      const double tol =
+          dtype == DType::float32 ? 1e-5 : (dtype == DType::bfloat16 ? 1.0 / 64 : 1.0 / 512);
+      for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(all_close(results[1][i], results[0][i], {tol, tol}))
+            << c.label() << " " << dtype_name(dtype) << " result " << i;
+      }
+    }
+  }
 }
 
 // A pointwise convolution with a bias rounds a 16-bit result once, after the bias.

@@ -3,17 +3,22 @@
 // strides (a 4-D (O, I, H, W) desc, or a 5-D (G, O/G, I/G, H, W) one for grouped convolutions),
 // and the primitive picks its own blocked filter layout (format tag any); one oneDNN reorder per
 // call converts between the two. Filters are small next to activations, and a blocked layout is
-// what oneDNN's fast kernels need. Pointwise (1x1, stride 1) convolutions are matmuls instead
-// (conv_pointwise.h) and depthwise backward filters our own kernel (depthwise_filters.h).
+// what oneDNN's fast kernels need. Pointwise (1x1) convolutions are matmuls instead
+// (conv_pointwise.h), so are convolutions with few output positions (conv_im2col.h), and depthwise
+// backward filters are our own kernel (depthwise_filters.h).
 #include "backend/cpu/conv.h"
 
 #include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "backend/cpu/cast.h"
+#include "backend/cpu/conv_im2col.h"
 #include "backend/cpu/conv_pointwise.h"
 #include "backend/cpu/depthwise_filters.h"
 #include "backend/cpu/scratch.h"
@@ -225,6 +230,16 @@ void execute(const ConvPrimitive& p, Pass pass, std::unordered_map<int, dnnl::me
   stream.wait();
 }
 
+std::atomic<int> g_gemm_override{-1};  // -1: the environment decides
+
+bool pointwise_path(const ConvGeometry& g) {
+  return conv_gemm_paths_enabled() && is_pointwise_geometry(g);
+}
+
+bool im2col_path(const ConvGeometry& g, DType dtype) {
+  return conv_gemm_paths_enabled() && is_im2col_geometry(g, dtype);
+}
+
 dt data_type(DType dtype) { return dtype == DType::bfloat16 ? dt::bf16 : dt::f32; }
 
 // float16 always, and bfloat16 without native support (or with the fallback forced), run the
@@ -296,7 +311,8 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& filters, const Tensor& bias
   check("filters", filters, filters_shape(g), dtype);
   if (bias.defined()) check("bias", bias, Shape{g.out_channels}, dtype);
   const Tensor bias32 = bias.defined() ? widen(bias) : Tensor();
-  if (is_pointwise_geometry(g)) return pointwise_forward(x, filters, bias32, g);
+  if (pointwise_path(g)) return pointwise_forward(x, filters, bias32, g);
+  if (im2col_path(g, dtype)) return im2col_forward(x, filters, bias32, g);
   if (!via_float32(dtype)) return forward_dnnl(x, filters, bias32, g);
   return cpu::cast(forward_dnnl(widen(x), widen(filters), bias32, g), dtype);
 }
@@ -305,7 +321,8 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& filters, const ConvG
   const DType dtype = dy.dtype();
   check("dy", dy, y_shape(g), dtype);
   check("filters", filters, filters_shape(g), dtype);
-  if (is_pointwise_geometry(g)) return pointwise_backward_data(dy, filters, g);
+  if (pointwise_path(g)) return pointwise_backward_data(dy, filters, g);
+  if (im2col_path(g, dtype)) return im2col_backward_data(dy, filters, g);
   if (!via_float32(dtype)) return backward_data_dnnl(dy, filters, g);
   return cpu::cast(backward_data_dnnl(widen(dy), widen(filters), g), dtype);
 }
@@ -316,9 +333,24 @@ Tensor conv2d_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeom
   check("dy", dy, y_shape(g), dtype);
   // Depthwise: our kernel (oneDNN 2.6's jit depthwise one covers only some geometries).
   if (is_depthwise_geometry(g)) return depthwise_backward_filters(x, dy, g);
-  if (is_pointwise_geometry(g)) return pointwise_backward_filters(x, dy, g);
+  if (pointwise_path(g)) return pointwise_backward_filters(x, dy, g);
+  if (im2col_path(g, dtype)) return im2col_backward_filters(x, dy, g);
   if (!via_float32(dtype)) return backward_filters_dnnl(x, dy, g);
   return cpu::cast(backward_filters_dnnl(widen(x), widen(dy), g), dtype);
+}
+
+bool conv_gemm_paths_enabled() {
+  const int o = g_gemm_override.load(std::memory_order_relaxed);
+  if (o >= 0) return o == 1;
+  static const bool from_env = [] {
+    const char* v = std::getenv("MIXPREC_CONV_GEMM");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return from_env;
+}
+
+void set_conv_gemm_paths(std::optional<bool> enabled) {
+  g_gemm_override.store(enabled ? (*enabled ? 1 : 0) : -1, std::memory_order_relaxed);
 }
 
 PrimitiveCacheStats conv_cache_stats() { return cache().stats(); }

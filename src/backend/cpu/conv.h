@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "backend/cpu/dnnl_context.h"
 #include "core/window_geometry.h"
@@ -27,6 +28,14 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& filters, const ConvG
 // dfilters (kernel_h, kernel_w, in_channels / groups, out_channels) from x and dy, summed over
 // the batch and the output positions.
 Tensor conv2d_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeometry& g);
+
+// Pointwise convolutions (conv_pointwise.h) and convolutions with few output positions
+// (conv_im2col.h) run as matmuls unless this is off: set_conv_gemm_paths' value if one was set,
+// else the environment (MIXPREC_CONV_GEMM=0 sends every convolution to oneDNN's convolution
+// primitives; for A/B measurements and for tests comparing the two). Thread-safe.
+bool conv_gemm_paths_enabled();
+// Overrides the environment; nullopt restores it.
+void set_conv_gemm_paths(std::optional<bool> enabled);
 
 // The conv primitives (all three passes) are cached by geometry, data type and bias, least
 // recently used first out beyond the capacity. Thread-safe.
