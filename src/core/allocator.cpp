@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "backend/device_runtime.h"
 #include "core/host_block_cache.h"
+#include "core/peak_trace.h"
 #include "mixprec/error.h"
 #include "mixprec/memory.h"
 
@@ -106,11 +107,13 @@ void* cpu_allocate(std::size_t bytes) {
                       " bytes in use; try a smaller batch size");
   }
   record_allocation(Device::cpu(), bytes);
+  peak_trace_allocated(ptr, bytes);
   return ptr;
 }
 
 void cpu_deallocate(void* ptr, std::size_t bytes) {
   if (ptr == nullptr) return;
+  peak_trace_freed(ptr);
   record_deallocation(Device::cpu(), bytes);
   const std::size_t limit = cache_limit();
   if (limit > 0 && block_cache().give(ptr, host_size_class(bytes), limit)) return;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autograd/gradient_ready.h"
+#include "autograd/saved_cast.h"
 #include "backend/backend.h"
 #include "backend/device_services.h"
 #include "distributed/overlapped_reducer.h"
@@ -193,6 +194,8 @@ void train_step(StepContext& ctx, const Tensor& x, const Tensor& y, StepPosition
     return;
   }
   const StepBatch batch = to_step_device(ctx, x, y);
+  // No variable changes before this step's backward: 16-bit weight copies need not be kept.
+  const autograd::RecastScope recast;
   const Tensor y_pred = forward(ctx, batch.x);
   const Tensor loss = compute_loss(ctx, batch.y, y_pred);
   const bool stepped = !ctx.variables->empty();

@@ -1,5 +1,7 @@
 // cast / Tensor::to(dtype): differentiable between floating dtypes (the gradient is cast back to
 // the input dtype, so a float32 master variable receives a float32 gradient).
+#include "ops/cast.h"
+
 #include "autograd/node.h"
 #include "backend/backend.h"
 #include "backend/tensor_kernels.h"
@@ -10,20 +12,14 @@
 
 namespace mixprec {
 
-namespace {
-struct CastBackward final : autograd::Node {
-  DType input_dtype;
-  std::vector<Tensor> backward(const Tensor& g) override { return {cast(g, input_dtype)}; }
-  std::string name() const override { return "CastBackward"; }
-};
-}  // namespace
+std::vector<Tensor> ops::CastBackward::backward(const Tensor& g) { return {cast(g, input_dtype)}; }
 
 Tensor cast(const Tensor& x, DType dtype) {
   ops::check_defined("cast", x);
   if (x.dtype() == dtype) return x;
   Tensor out = backend_for(x.device()).tensor->cast(x, dtype);
   if (!is_floating(dtype) || !autograd::needs_record({&x})) return out;
-  auto node = std::make_shared<CastBackward>();
+  auto node = std::make_shared<ops::CastBackward>();
   node->input_dtype = x.dtype();
   return autograd::record(out, node, {x});
 }

@@ -6,9 +6,11 @@
 // channel c * M + m of group c), so depthwise_conv2d reshapes (a view) and shares everything else.
 // The passes run in the tensors' backend (backend/nn_kernels.h: conv2d_*), which chooses its own
 // implementation (CPU: oneDNN or the reference loops; CUDA: cuDNN or the depthwise kernels).
+#include <optional>
 #include <string>
 
 #include "autograd/node.h"
+#include "autograd/saved_cast.h"
 #include "backend/backend.h"
 #include "backend/nn_kernels.h"
 #include "mixprec/nn_ops.h"
@@ -31,13 +33,24 @@ struct Conv2dBackward final : autograd::Node {
   DType dtype = DType::float32;
   Accumulation accumulation = Accumulation::float32;
 
+  // Set when the filters were a cast of a variable (a layer's weight under mixed precision): they
+  // are cast again here instead of kept from the forward (autograd/saved_cast.h).
+  std::optional<autograd::SavedCast> filters_cast;
+  Shape filters_shape;  // the saved filters' shape (grouped HWIO, a view of the variable's)
+
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     const Tensor g = (grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype))
                          .detach()
                          .contiguous();
     const NnKernels& nn = *backend_for(g.device()).nn;
     Tensor dx, dw, db;
-    if (next[0]) dx = nn.conv2d_backward_data(g, saved, geometry, kind, accumulation);
+    if (next[0] && filters_cast) {
+      ConvSaved with_filters{saved.input, filters_cast->recast().reshape(filters_shape),
+                             saved.form};
+      dx = nn.conv2d_backward_data(g, with_filters, geometry, kind, accumulation);
+    } else if (next[0]) {
+      dx = nn.conv2d_backward_data(g, saved, geometry, kind, accumulation);
+    }
     if (next[1]) dw = nn.conv2d_backward_filters(g, saved, geometry, kind, accumulation);
     // A reduction: accumulated in float32 (float64 for float64) and rounded once, under either
     // accumulation setting (DESIGN §2.3: reductions accumulate in float32).
@@ -46,7 +59,10 @@ struct Conv2dBackward final : autograd::Node {
   }
 
   std::string name() const override { return "Conv2dBackward"; }
-  void release_saved() override { saved = ConvSaved{}; }
+  void release_saved() override {
+    saved = ConvSaved{};
+    filters_cast.reset();
+  }
 };
 
 void check_rank4(const char* op, const char* what, const Tensor& t, const char* layout,
@@ -90,6 +106,21 @@ void check_common(const char* op, const Tensor& x, const Tensor& filters, const 
               "add a batch axis with reshape for a single image");
 }
 
+// Replaces the node's saved filters by their recipe when they are the user's filters as given
+// and those are a cast of a variable (autograd::saved_cast_of: inside a training step).
+void keep_filters_as_cast(Conv2dBackward& node, const Tensor& user_filters) {
+  const Tensor& kept = node.saved.filters;
+  if (!kept.defined() || node.saved.form != ConvSavedForm::as_given ||
+      kept.data_ptr() != user_filters.data_ptr() || kept.numel() != user_filters.numel()) {
+    return;
+  }
+  std::optional<autograd::SavedCast> source = autograd::saved_cast_of(user_filters);
+  if (!source) return;
+  node.filters_cast = std::move(source);
+  node.filters_shape = kept.shape();
+  node.saved.filters = Tensor();
+}
+
 // The forward of both ops on grouped HWIO filters, and its autograd record against the tensors
 // the user passed (`user_filters` may be the depthwise form; `filters` is a view of it).
 Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filters,
@@ -111,6 +142,7 @@ Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filt
   // The filters' gradient reads the input; the input's gradient reads the filters.
   if (user_filters.requires_grad()) node->saved.input = std::move(r.saved.input);
   if (x.requires_grad()) node->saved.filters = std::move(r.saved.filters);
+  keep_filters_as_cast(*node, user_filters);
   // The filters' gradient comes back in grouped HWIO form; a reshape node in front of the user's
   // depthwise filters turns it back into (KH, KW, C, M).
   std::vector<Tensor> inputs = {x, filters};

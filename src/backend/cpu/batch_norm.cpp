@@ -234,7 +234,7 @@ dnnl::memory memory_of(const dnnl::memory::desc& desc, const Tensor& t) {
   return dnnl::memory(desc, dnnl_engine(), const_cast<void*>(t.data_ptr()));
 }
 
-// Runs `p` with `args` plus its scratchpad, this thread's kept scratch block (scratch.h).
+// Runs `p` with `args` plus its scratchpad, a block of the host allocator's cache (scratch.h).
 void execute(const BnormPrimitive& p, std::unordered_map<int, dnnl::memory> args) {
   const Scratchpad pad = dnnl_scratchpad(p.scratchpad_bytes);
   args.emplace(DNNL_ARG_SCRATCHPAD, pad.memory);

@@ -31,12 +31,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DTyp
 Tensor matmul_bias(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
                    const Tensor& bias32);
 
-// Each calling thread keeps its matmul scratch blocks (float32 copies of 16-bit operands, the
-// float32 result before rounding, oneDNN's scratchpad; each up to 64 MiB) for the next call, so
-// repeated shapes do not page-fault fresh memory every time (backend/cpu/scratch.h). They count in
-// memory_stats().current_bytes until released. The blocks are shared with the convolution,
-// pooling and batch-norm ops, so this is release_cpu_scratch(): it frees all of the calling
-// thread's kept blocks.
+// The matmul's scratch blocks (float32 copies of 16-bit operands, the float32 result before
+// rounding, oneDNN's scratchpad) come from the host allocator's block cache for one call and go
+// back to it (backend/cpu/scratch.h): nothing stays live between calls, so this does nothing; it
+// stays for callers that release scratch explicitly.
 void release_matmul_scratch();
 
 }  // namespace mixprec::cpu

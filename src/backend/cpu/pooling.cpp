@@ -242,7 +242,7 @@ Tensor bytes(std::size_t n) {
   return core::make_tensor(Shape{static_cast<std::int64_t>(n)}, DType::uint8, Device::cpu());
 }
 
-// Runs `p` with `args` plus its scratchpad, this thread's kept scratch block (scratch.h).
+// Runs `p` with `args` plus its scratchpad, a block of the host allocator's cache (scratch.h).
 void execute(const PoolPrimitive& p, std::unordered_map<int, dnnl::memory> args) {
   Scratchpad pad;
   if (p.scratchpad_bytes > 0) {

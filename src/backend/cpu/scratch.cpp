@@ -1,33 +1,14 @@
 #include "backend/cpu/scratch.h"
 
-#include <array>
-
 #include "backend/cpu/dnnl_context.h"
 #include "core/tensor_impl.h"
 
 namespace mixprec::cpu {
 
-namespace {
-
-constexpr std::size_t kSlots = static_cast<std::size_t>(ScratchSlot::filters) + 1;
-
-std::array<Tensor, kSlots>& kept_blocks() {
-  thread_local std::array<Tensor, kSlots> kept;
-  return kept;
-}
-
-}  // namespace
-
-Tensor scratch(ScratchSlot slot, DType dtype, std::int64_t n) {
-  Tensor& block = kept_blocks()[static_cast<std::size_t>(slot)];
-  if (block.defined() && block.dtype() == dtype && block.numel() >= n) {
-    return core::make_view(block, Shape{n}, {1}, 0);
-  }
-  // Dropping the old block before allocating the new one keeps the peak at one block per slot.
-  block = Tensor();
-  Tensor fresh = core::make_tensor(Shape{n}, dtype, Device::cpu());
-  if (static_cast<std::size_t>(n) * dtype_size(dtype) <= kScratchKeepBytes) block = fresh;
-  return fresh;
+Tensor scratch(ScratchSlot, DType dtype, std::int64_t n) {
+  // core::make_tensor allocates through core::cpu_allocate, which serves a request from the block
+  // cache when a block of its size class is there (every step after the first).
+  return core::make_tensor(Shape{n}, dtype, Device::cpu());
 }
 
 Scratchpad dnnl_scratchpad(std::size_t bytes) {
@@ -41,8 +22,6 @@ Scratchpad dnnl_scratchpad(std::size_t bytes) {
   return pad;
 }
 
-void release_cpu_scratch() {
-  for (Tensor& block : kept_blocks()) block = Tensor();
-}
+void release_cpu_scratch() {}
 
 }  // namespace mixprec::cpu
