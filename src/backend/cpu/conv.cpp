@@ -200,8 +200,8 @@ dnnl::memory memory_of(const dnnl::memory::desc& desc, const Tensor& t) {
 
 // Runs `p` with `args` plus its scratchpad; `filters` is the user (Keras-layout) filter tensor,
 // converted into (or, for backward filters, out of) the primitive's layout around the call. The
-// blocked filters and the scratchpad are this thread's kept scratch blocks (scratch.h): the same
-// sizes come back every step.
+// blocked filters and the scratchpad are scratch blocks (scratch.h) from the host allocator's
+// block cache for this call: the same sizes come back every step and map no fresh memory.
 void execute(const ConvPrimitive& p, Pass pass, std::unordered_map<int, dnnl::memory> args,
              const Tensor& filters) {
   dnnl::stream& stream = dnnl_stream();
