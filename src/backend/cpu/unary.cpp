@@ -1,7 +1,8 @@
 // CPU unary ops: the per-element bodies of backend/kernel_math/elementwise_math.h (shared with
 // the CUDA kernels) in chunked loops, with vectorised float loops (backend/cpu/vector_math) for
-// exp and the activations relu, relu6, sigmoid and silu, forward and backward, and relu/relu6 on
-// 16-bit storage without widening (unary_half.cpp).
+// exp and the activations relu, relu6, sigmoid, silu, tanh, gelu and gelu(tanh), forward and
+// backward, and relu/relu6 on 16-bit storage without widening (unary_half.cpp). Still scalar
+// (libm per element, one loop per op): log, sqrt, rsqrt.
 #include "backend/cpu/unary.h"
 
 #include <type_traits>

@@ -11,22 +11,20 @@
 
 namespace mixprec::cpu {
 
-// exp(x) for float, within 2 ulp of the correctly rounded value over the whole range: x = k ln2 + r
-// with k = round(x / ln2) and r reduced in two steps (Cody-Waite, ln2 split into an exactly
-// representable high part and a correction), exp(r) for |r| <= ln2/2 by its degree-7 Taylor
-// polynomial (truncation error < 3e-9 relative), then scaled by 2^k as two exact power-of-two
-// factors so results down to the subnormals round once. Overflow gives inf, underflow 0, NaN stays.
-inline float exp_float(float x) {
+// exp(hi + lo) for a correction |lo| far below 1 that the float sum hi + lo would lose: hi is
+// reduced as in exp_float and lo joins the reduced argument (exp(-x^2 / 2) below without the
+// rounding of x^2). NaN in hi stays NaN.
+inline float exp_float_parts(float hi, float lo) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;     // 8 significant bits: k * kLn2Hi is exact
   constexpr float kLn2Lo = -2.12194440e-4f;  // ln2 - kLn2Hi
-  const bool is_nan = x != x;
-  float v = is_nan ? 0.0f : x;
+  const bool is_nan = hi != hi;
+  float v = is_nan ? 0.0f : hi;
   v = v < -104.0f ? -104.0f : (v > 89.0f ? 89.0f : v);  // beyond these exp is 0 or inf anyway
   // Round to nearest by adding and subtracting 1.5 * 2^23 (vectorises, unlike nearbyint).
   constexpr float kRound = 12582912.0f;
   const float k = (v * kLog2e + kRound) - kRound;
-  const float r = (v - k * kLn2Hi) - k * kLn2Lo;
+  const float r = ((v - k * kLn2Hi) - k * kLn2Lo) + lo;
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;
@@ -41,8 +39,15 @@ inline float exp_float(float x) {
   const float s1 = std::bit_cast<float>(static_cast<std::uint32_t>(k1 + 127) << 23);
   const float s2 = std::bit_cast<float>(static_cast<std::uint32_t>(k2 + 127) << 23);
   const float result = p * s1 * s2;
-  return is_nan ? x : result;
+  return is_nan ? hi : result;
 }
+
+// exp(x) for float, within 2 ulp of the correctly rounded value over the whole range: x = k ln2 + r
+// with k = round(x / ln2) and r reduced in two steps (Cody-Waite, ln2 split into an exactly
+// representable high part and a correction), exp(r) for |r| <= ln2/2 by its degree-7 Taylor
+// polynomial (truncation error < 3e-9 relative), then scaled by 2^k as two exact power-of-two
+// factors so results down to the subnormals round once. Overflow gives inf, underflow 0, NaN stays.
+inline float exp_float(float x) { return exp_float_parts(x, 0.0f); }
 
 // sigmoid(x) from one exp_float of -|x| (never overflows): 1 / (1 + e) for x >= 0, e / (1 + e)
 // below, each within a few ulp. NaN stays NaN.
@@ -57,7 +62,8 @@ inline float sigmoid_float(float x) {
 void exp_floats(float* out, const float* x, std::int64_t n);
 
 // out[i] = op(x[i]) in float32, one vectorised loop per op, for the activations that have one
-// here (relu, relu6, sigmoid, silu); returns false (and writes nothing) for the other ops.
+// here (relu, relu6, sigmoid, silu, tanh, gelu, gelu(tanh)); returns false (and writes nothing)
+// for the other ops.
 bool activation_floats(UnaryOp op, float* out, const float* x, std::int64_t n);
 
 // o[i] = g[i] * op'(x[i]) for the same ops (false for the others). y is the forward output;
