@@ -160,6 +160,30 @@ TEST_P(UnaryAccuracyTest, ForwardAndBackwardWithinTheStatedBound) {
 INSTANTIATE_TEST_SUITE_P(Activations, UnaryAccuracyTest, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
+// log: within 1 ulp in float32 (one rounding of the 16-bit format more for 16-bit storage) over
+// positive magnitudes from the smallest subnormal to the largest float; -inf at +-0, NaN below 0
+// and for NaN, inf at inf. Its derivative 1/x is one division (checked by unary_test.cpp).
+TEST(UnaryAccuracyLogTest, WithinOneUlpAndSpecialValues) {
+  std::vector<float> values;
+  for (float v : grid()) {
+    if (v != 0.0f) values.push_back(std::fabs(v));
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float s : {0.0f, -0.0f, -1.0f, -inf, inf, std::numeric_limits<float>::quiet_NaN()}) {
+    values.push_back(s);
+  }
+  const auto n = static_cast<std::int64_t>(values.size());
+  const auto reference = [](double x) { return std::log(x); };
+  for (DType dtype : {kFloat32, kFloat16, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const Tensor x = from_vector(values, {n}).to(dtype);
+    const std::vector<double> xs = x.to_vector<double>();
+    const double worst = worst_error(
+        xs, log(x).to_vector<double>(), dtype, reference, [](double) { return 0.0; }, "log");
+    EXPECT_LE(worst, 1.0);
+  }
+}
+
 // NaN in, NaN out (forward and backward), and the signed zeros and infinities the double
 // formulas give, checked one by one (the grid test above checks them only in bulk).
 TEST(UnaryAccuracySpecialValuesTest, NaNPropagatesAndLimitsHold) {

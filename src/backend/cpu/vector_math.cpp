@@ -1,5 +1,5 @@
-// The vectorised float32 loops of backend/cpu/vector_math.h: exp and the activations (forward and
-// the fused backward g * op'(x)), one loop per op, compiled for several vector widths.
+// The vectorised float32 loops of backend/cpu/vector_math.h: exp, log and the activations (forward
+// and the fused backward g * op'(x)), one loop per op, compiled for several vector widths.
 #include "backend/cpu/vector_math.h"
 
 #include "backend/cpu/vector_math_gelu.h"
@@ -23,6 +23,12 @@ MIXPREC_VECTOR_CLONES
 void exp_floats_cloned(float* out, const float* x, std::int64_t n) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) out[i] = exp_float(x[i]);
+}
+
+MIXPREC_VECTOR_CLONES
+void log_floats_cloned(float* out, const float* x, std::int64_t n) {
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) out[i] = log_float(x[i]);
 }
 
 // relu and relu6 keep NaN (every comparison with it is false, so x passes through).
@@ -131,6 +137,15 @@ bool activation_backward_cloned(UnaryOp op, float* o, const float* g, const floa
         o[i] = g[i] * (s * (1.0f + x[i] * (1.0f - s)));
       }
       return true;
+    case UnaryOp::exp:
+      if (recompute) {
+#pragma omp simd
+        for (std::int64_t i = 0; i < n; ++i) o[i] = g[i] * exp_float(x[i]);
+      } else {
+#pragma omp simd
+        for (std::int64_t i = 0; i < n; ++i) o[i] = g[i] * y[i];
+      }
+      return true;
     default: return tanh_gelu_backward_cloned(op, o, g, x, y, n, recompute);
   }
 }
@@ -138,6 +153,8 @@ bool activation_backward_cloned(UnaryOp op, float* o, const float* g, const floa
 }  // namespace
 
 void exp_floats(float* out, const float* x, std::int64_t n) { exp_floats_cloned(out, x, n); }
+
+void log_floats(float* out, const float* x, std::int64_t n) { log_floats_cloned(out, x, n); }
 
 bool activation_floats(UnaryOp op, float* out, const float* x, std::int64_t n) {
   return activation_cloned(op, out, x, n);
