@@ -6,6 +6,8 @@
 
 #include "autograd/gradient_ready.h"
 #include "autograd/node.h"
+#include "backend/backend.h"
+#include "backend/nn_kernels.h"
 #include "core/tensor_impl.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
@@ -68,6 +70,21 @@ Tensor initial_gradient(const Tensor& output, const Tensor& output_gradient, con
   return output_gradient;
 }
 
+// acc + g, written into acc where the device can and acc's storage has no other owner (no other
+// handle, no view, not saved by a node, not the other operand): the gradient a fan-out sums. The
+// gradient an add passes to both of its inputs is one tensor with two handles, so it is never
+// written in place while the other branch can still read it.
+Tensor accumulate(Tensor acc, const Tensor& g) {
+  const auto accumulate_gradient = backend_for(acc.device()).nn->accumulate_gradient;
+  if (accumulate_gradient != nullptr && autograd::sole_handle(acc) && g.is_contiguous() &&
+      acc.shape() == g.shape() && acc.dtype() == g.dtype() && acc.device() == g.device() &&
+      acc.impl()->storage != g.impl()->storage) {
+    accumulate_gradient(acc, g);
+    return acc;
+  }
+  return add(acc, g);
+}
+
 // Receives the final gradient of a captured node as soon as it is known (grad_reporting_ready).
 // A leaf accumulator's gradient is moved in (the engine holds no other handle); an inner node's is
 // a second handle, since the pass goes on through that node.
@@ -122,7 +139,7 @@ void run_backward(const Tensor& output, const Tensor& output_gradient, RetainGra
       Node* next = node->next[i].get();
       if (!next || !input_grads[i].defined()) continue;
       auto [slot, inserted] = pending.try_emplace(next, input_grads[i]);
-      if (!inserted) slot->second = add(slot->second, input_grads[i]);
+      if (!inserted) slot->second = accumulate(std::move(slot->second), input_grads[i]);
     }
   }
 }

@@ -13,8 +13,9 @@
 // separate ops where it is null) and the three autocast_* entries (CPU only: autocast_matmul
 // composes cast + matmul where they are null) and channel_gate_backward (CPU only: the product's
 // gradient composes mul and sum_to where it is null) and the three batch_norm_activation_* entries
-// (CPU only: the op composes batch norm and the activation where they are null). Every other
-// entry is set by every backend.
+// (CPU only: the op composes batch norm and the activation where they are null) and
+// accumulate_gradient (CPU only: autograd adds out of place where it is null). Every other entry
+// is set by every backend.
 #pragma once
 
 #include <cstdint>
@@ -210,6 +211,10 @@ struct NnKernels {
   // g * full in g's dtype, without materialising the product. g and full contiguous, one shape
   // and dtype.
   Tensor (*channel_gate_backward)(const Tensor& g, const Tensor& full, const Shape& small_shape);
+  // Capability (null: autograd adds out of place). acc += g in place, for autograd's gradient
+  // accumulation into a sum that nothing else holds: one shape and floating dtype, both
+  // contiguous, not overlapping.
+  void (*accumulate_gradient)(const Tensor& acc, const Tensor& g);
 
   // ---- images (NHWC) ----
   // x (N, H, W, C) of any dtype -> (N, top + H + bottom, left + W + right, C), zeros around it.

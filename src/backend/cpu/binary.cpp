@@ -1,7 +1,6 @@
 // CPU binary arithmetic with broadcasting: the shared per-element body, one instantiation per op;
 // same-shape dense operands without buffer copies (contiguous_map.h), per-channel broadcasts in
-// binary_channel.cpp, the rest through
-// map_elementwise.
+// binary_channel.cpp, the rest through map_elementwise; and the in-place gradient accumulation.
 #include "backend/cpu/binary.h"
 
 #include <cmath>
@@ -58,6 +57,16 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (binary_channel(op, a, b, out)) return out;
   core::dispatch_floating(a.dtype(), "binary op", [&]<typename T>() { run<T>(op, a, b, out); });
   return out;
+}
+
+void accumulate_into(const Tensor& acc, const Tensor& g) {
+  core::dispatch_floating(acc.dtype(), "gradient accumulation", [&]<typename T>() {
+    using C = core::compute_t<T>;
+    const auto body = lanes<C>([](C x, C y) { return x + y; });
+    Tensor target = acc;
+    T* out = target.data<T>();  // read and written at the same index only
+    map_contiguous<T, 2>({out, g.data<T>()}, out, acc.numel(), body);
+  });
 }
 
 }  // namespace mixprec::cpu

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/batch_norm.h"
 #include "backend/cpu/batch_norm_activation.h"
+#include "backend/cpu/binary.h"
 #include "backend/cpu/binary_channel.h"
 #include "backend/cpu/cast.h"
 #include "backend/cpu/conv.h"
@@ -163,6 +164,7 @@ const NnKernels kNnKernels{
     .batch_norm_activation_inference = cpu::batch_norm_activation_inference,
     .batch_norm_activation_backward = cpu::batch_norm_activation_backward,
     .channel_gate_backward = cpu::channel_gate_backward,
+    .accumulate_gradient = cpu::accumulate_into,
     .zero_pad2d = cpu::zero_pad2d,
     .resize_bilinear = cpu::resize_bilinear,
     .resize_bilinear_backward = cpu::resize_bilinear_backward,

@@ -1,7 +1,9 @@
 // CPU unary ops: the per-element bodies of backend/kernel_math/elementwise_math.h (shared with
 // the CUDA kernels) in chunked loops, with vectorised float loops (backend/cpu/vector_math) for
-// exp and the activations relu, relu6, sigmoid and silu, forward and backward, and relu/relu6 on
-// 16-bit storage without widening (unary_half.cpp).
+// exp, log and the activations relu, relu6, sigmoid, silu, tanh, gelu and gelu(tanh), forward and
+// backward, and relu/relu6 on 16-bit storage without widening (unary_half.cpp). The other ops
+// (neg, abs, sqrt, rsqrt and log's derivative; exp's derivative is vectorised) are one plain loop
+// per op that the compiler vectorises (-fno-math-errno makes sqrt an instruction).
 #include "backend/cpu/unary.h"
 
 #include <type_traits>
@@ -30,6 +32,7 @@ void forward_chunk(UnaryOp op, C* out, const C* x, std::int64_t n) {
   }
   if constexpr (std::is_same_v<C, float>) {
     if (op == UnaryOp::exp) return exp_floats(out, x, n);
+    if (op == UnaryOp::log) return log_floats(out, x, n);
     if (activation_floats(op, out, x, n)) return;
   }
   switch (op) {

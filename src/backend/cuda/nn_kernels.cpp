@@ -126,6 +126,7 @@ const NnKernels kNnKernels{
     .batch_norm_activation_inference = nullptr,
     .batch_norm_activation_backward = nullptr,
     .channel_gate_backward = nullptr,
+    .accumulate_gradient = nullptr,  // autograd adds out of place
     .zero_pad2d = pad_entry,
     .resize_bilinear = cuda::resize_bilinear,
     .resize_bilinear_backward = cuda::resize_bilinear_backward,
