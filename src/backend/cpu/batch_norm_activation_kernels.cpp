@@ -19,12 +19,19 @@ namespace mixprec::cpu::bn_kernels {
 
 namespace {
 
-// As vector_math.cpp: file-local, so the ifunc dispatchers are not exported.
+// As vector_math.cpp: file-local, so the ifunc dispatchers are not exported. The wide clone is
+// x86-64-v4 (AVX-512 F/BW/DQ/VL), not plain avx512f: without BW/VL GCC narrows 32 -> 16 bits with
+// AVX2 pack/permute/blend sequences (bfloat16 stores ~4x slower than with vpmovdw and mask
+// registers). flatten: exp_float / sigmoid_float are plain inline functions, and where GCC leaves
+// them out of line (the float16 silu loops) the loop runs as scalar calls.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MIXPREC_BN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define MIXPREC_BN_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), flatten))
+#define MIXPREC_BN_BASE __attribute__((flatten))
 #define MIXPREC_BN_INLINE inline __attribute__((always_inline))
 #else
 #define MIXPREC_BN_CLONES
+#define MIXPREC_BN_BASE
 #define MIXPREC_BN_INLINE inline
 #endif
 
@@ -143,7 +150,7 @@ struct Base {};
   }
 
 MIXPREC_BN_COPIES(MIXPREC_BN_CLONES, Wide)
-MIXPREC_BN_COPIES(, Base)
+MIXPREC_BN_COPIES(MIXPREC_BN_BASE, Base)
 
 // Plain function pointers to one copy (the tag argument bound).
 template <typename Tag, typename T, Act A>
