@@ -1,5 +1,5 @@
-// CPU batch normalization: the reference loops first (the oracle, and the path for float64,
-// float16 and bfloat16 without native support), then the oneDNN path with its primitive cache.
+// CPU batch normalization: the loops first (the default path, and the oracle of the oneDNN path),
+// then the oneDNN path with its primitive cache (on request).
 #include "backend/cpu/batch_norm.h"
 
 #include <algorithm>
@@ -278,11 +278,11 @@ Tensor as_float32(const Tensor& t) {
   return cpu::cast(t, DType::float32);
 }
 
-// The oneDNN primitive for this call, or null where the reference loops run: float64, float16,
-// bfloat16 without native support, `reference` asked for, or no jit kernel for the geometry.
+// The oneDNN primitive for this call, or null where the loops run: oneDNN not asked for, float64,
+// float16, bfloat16 without native support, or no jit kernel for the geometry.
 std::shared_ptr<const BnormPrimitive> dnnl_primitive(const Tensor& x, Pass pass, double epsilon,
                                                      BatchNormStats stats, BatchNormImpl impl) {
-  if (impl == BatchNormImpl::reference) return nullptr;
+  if (impl != BatchNormImpl::onednn) return nullptr;
   const DType dtype = x.dtype();
   if (dtype != DType::float32 && !(dtype == DType::bfloat16 && use_native_bf16())) return nullptr;
   const Rows r = rows_of(x);
