@@ -29,14 +29,16 @@ inline std::uint16_t float_to_bf16(float value) {
 inline float half_to_float(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t magnitude = h & 0x7fffu;
-  // Normal and subnormal halves: the 15 magnitude bits placed under a float32 exponent field
-  // (exponent 0: a float32 subnormal), times 2^112 to rebias (exact, subnormals included).
-  const float finite = std::bit_cast<float>(magnitude << 13) * 0x1p112f;
+  // Normal halves: the exponent rebiased by 127 - 15 under the shifted mantissa.
+  const std::uint32_t normal = (magnitude << 13) + 0x38000000u;
+  // Subnormal halves: magnitude * 2^-24, exact, through an integer conversion (a float32
+  // subnormal operand would take a slow microcode assist).
+  const float subnormal = static_cast<float>(static_cast<std::int32_t>(magnitude)) * 0x1p-24f;
   // Inf and NaN (exponent 31): float32 exponent 255, the mantissa shifted up, NaN made quiet.
-  const std::uint32_t special_bits =
+  const std::uint32_t special =
       0x7f800000u | ((magnitude & 0x3ffu) << 13) | (magnitude > 0x7c00u ? 0x00400000u : 0u);
-  const std::uint32_t bits =
-      magnitude >= 0x7c00u ? special_bits : std::bit_cast<std::uint32_t>(finite);
+  std::uint32_t bits = magnitude < 0x400u ? std::bit_cast<std::uint32_t>(subnormal) : normal;
+  bits = magnitude >= 0x7c00u ? special : bits;
   return std::bit_cast<float>(sign | bits);
 }
 
