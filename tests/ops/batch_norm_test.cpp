@@ -225,8 +225,8 @@ TEST(BatchNorm, HandComputedValues) {
 TEST(BatchNorm, StatisticsOfOffsetDataAreAccurate) {
   const Tensor x = normal({4096, 16}, 13, 1000.0, 1.0);
   const auto ref = reference_forward(x, ones({16}), zeros({16}), kEps);
-  ASSERT_EQ(cpu::batch_norm_implementation(x).rfind("oneDNN", 0), 0u);
-  for (BatchNormImpl impl : {BatchNormImpl::automatic, BatchNormImpl::reference}) {
+  ASSERT_EQ(cpu::batch_norm_implementation(x, BatchNormImpl::onednn).rfind("oneDNN", 0), 0u);
+  for (BatchNormImpl impl : {BatchNormImpl::automatic, BatchNormImpl::onednn}) {
     const auto out = cpu::batch_norm_training(x, ones({16}), zeros({16}), kEps, impl);
     EXPECT_TRUE(all_close(out.variance, as_tensor(ref.variance, {16}), {1e-4, 0}));
     EXPECT_TRUE(all_close(out.mean, as_tensor(ref.mean, {16}), {1e-6, 0}));
@@ -236,12 +236,14 @@ TEST(BatchNorm, StatisticsOfOffsetDataAreAccurate) {
 
 // A constant channel has variance 0: y = beta, finite.
 TEST(BatchNorm, ConstantChannelGivesBeta) {
-  for (std::int64_t c : {2, 16}) {  // the loops, oneDNN
-    const Tensor x = full({6, c}, 3.0);
-    const Tensor beta = normal({c}, 40);
-    const auto out = batch_norm_training(x, full({c}, 2.0), beta, kEps);
-    EXPECT_TRUE(all_close(out.variance, zeros({c}), {0, 1e-6}));
-    EXPECT_TRUE(all_close(out.y, broadcast_to(beta, {6, c}), {1e-5, 1e-5})) << c;
+  for (std::int64_t c : {2, 16}) {  // oneDNN has a jit kernel for 16
+    for (BatchNormImpl impl : {BatchNormImpl::automatic, BatchNormImpl::onednn}) {
+      const Tensor x = full({6, c}, 3.0);
+      const Tensor beta = normal({c}, 40);
+      const auto out = cpu::batch_norm_training(x, full({c}, 2.0), beta, kEps, impl);
+      EXPECT_TRUE(all_close(out.variance, zeros({c}), {0, 1e-6}));
+      EXPECT_TRUE(all_close(out.y, broadcast_to(beta, {6, c}), {1e-5, 1e-5})) << c;
+    }
   }
 }
 
@@ -289,24 +291,30 @@ TEST(BatchNorm, InferenceGradcheck) {
   return all_close(a, b, tol);
 }
 
-// oneDNN runs float32 (and native bfloat16) where it has a jit kernel: channel counts that are a
-// multiple of the vector width (16 floats with AVX-512, 8 with AVX2).
-TEST(BatchNorm, OneDnnRunsWhereItHasAJitKernel) {
+// The loops run by default; oneDNN runs on request for float32 (and native bfloat16) where it has
+// a jit kernel: channel counts that are a multiple of the vector width (16 floats with AVX-512, 8
+// with AVX2).
+TEST(BatchNorm, OneDnnRunsWhereItHasAJitKernelWhenAsked) {
+  constexpr BatchNormImpl kOneDnn = BatchNormImpl::onednn;
   for (const Shape& shape : {Shape{64, 32}, Shape{2, 8, 8, 16}, Shape{3, 5, 7, 48}}) {
-    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape)).rfind("oneDNN bnorm_jit", 0), 0u)
-        << cpu::batch_norm_implementation(zeros(shape));
-    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape), BatchNormImpl::reference),
+    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape), kOneDnn).rfind("oneDNN bnorm_jit", 0),
+              0u)
+        << cpu::batch_norm_implementation(zeros(shape), kOneDnn);
+    for (BatchNormImpl impl : {BatchNormImpl::automatic, BatchNormImpl::reference}) {
+      EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape), impl), "reference loops");
+      EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape, {.dtype = DType::bfloat16}), impl),
+                "reference loops");
+    }
+    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape, {.dtype = DType::float16}), kOneDnn),
               "reference loops");
-    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape, {.dtype = DType::float16})),
+    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape, {.dtype = DType::float64}), kOneDnn),
               "reference loops");
-    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape, {.dtype = DType::float64})),
-              "reference loops");
-    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape, {.dtype = DType::bfloat16}))
+    EXPECT_EQ(cpu::batch_norm_implementation(zeros(shape, {.dtype = DType::bfloat16}), kOneDnn)
                       .rfind("oneDNN", 0) == 0,
               cpu::use_native_bf16());
   }
   // Three channels (an RGB input): oneDNN only has a generic kernel, slower than the loops.
-  EXPECT_EQ(cpu::batch_norm_implementation(zeros({3, 5, 7, 3})), "reference loops");
+  EXPECT_EQ(cpu::batch_norm_implementation(zeros({3, 5, 7, 3}), kOneDnn), "reference loops");
 }
 
 TEST(BatchNorm, OneDnnMatchesReferenceLoops) {
@@ -315,8 +323,10 @@ TEST(BatchNorm, OneDnnMatchesReferenceLoops) {
   for (DType dtype : dtypes) {
     for (const Shape& shape : {Shape{64, 32}, Shape{2, 8, 8, 16}, Shape{3, 5, 7, 48}}) {
       const std::int64_t c = shape[shape.rank() - 1];
-      ASSERT_EQ(cpu::batch_norm_implementation(zeros(shape, {.dtype = dtype})).rfind("oneDNN", 0),
-                0u);
+      ASSERT_EQ(
+          cpu::batch_norm_implementation(zeros(shape, {.dtype = dtype}), BatchNormImpl::onednn)
+              .rfind("oneDNN", 0),
+          0u);
       const Tensor x = normal(shape, 21, 0.5, 2.0, dtype);
       const Tensor dy = normal(shape, 22, 0.0, 1.0, dtype);
       const Tensor gamma = normal({c}, 23, 1.0, 0.5), beta = normal({c}, 24);
@@ -324,7 +334,7 @@ TEST(BatchNorm, OneDnnMatchesReferenceLoops) {
       const std::string what = std::string(dtype_name(dtype)) + " " + shape.to_string();
 
       const auto before = cpu::batch_norm_cache_stats();
-      const auto fast = cpu::batch_norm_training(x, gamma, beta, kEps, BatchNormImpl::automatic);
+      const auto fast = cpu::batch_norm_training(x, gamma, beta, kEps, BatchNormImpl::onednn);
       const auto after = cpu::batch_norm_cache_stats();
       // The automatic path really ran oneDNN (a cache lookup), and not its reference kernel.
       EXPECT_EQ(after.hits + after.misses, before.hits + before.misses + 1) << what;
@@ -335,15 +345,15 @@ TEST(BatchNorm, OneDnnMatchesReferenceLoops) {
       EXPECT_TRUE(all_close(fast.variance, slow.variance, {1e-5, 1e-6})) << what;
 
       EXPECT_TRUE(same_result(
-          cpu::batch_norm_inference(x, gamma, beta, mm, mv, kEps, BatchNormImpl::automatic),
+          cpu::batch_norm_inference(x, gamma, beta, mm, mv, kEps, BatchNormImpl::onednn),
           cpu::batch_norm_inference(x, gamma, beta, mm, mv, kEps, BatchNormImpl::reference), dtype))
           << what;
 
       for (BatchNormStats stats : {BatchNormStats::batch, BatchNormStats::moving}) {
         const Tensor& mean = stats == BatchNormStats::batch ? slow.mean : mm;
         const Tensor& var = stats == BatchNormStats::batch ? slow.variance : mv;
-        const auto gf = cpu::batch_norm_backward(dy, x, gamma, mean, var, kEps, stats,
-                                                 BatchNormImpl::automatic);
+        const auto gf =
+            cpu::batch_norm_backward(dy, x, gamma, mean, var, kEps, stats, BatchNormImpl::onednn);
         const auto gs = cpu::batch_norm_backward(dy, x, gamma, mean, var, kEps, stats,
                                                  BatchNormImpl::reference);
         // dx in training subtracts two means from dy: allow the float32 cancellation error.
@@ -361,14 +371,19 @@ TEST(BatchNorm, OneDnnMatchesReferenceLoops) {
 TEST(BatchNorm, PrimitivesAreCachedPerGeometry) {
   const Tensor x = normal({7, 5, 3, 16}, 26);
   const Tensor gamma = ones({16}), beta = zeros({16});
-  batch_norm_training(x, gamma, beta, kEps);  // compiled (or already cached by another test)
+  constexpr BatchNormImpl kOneDnn = BatchNormImpl::onednn;
+  // Compiled (or already cached by another test).
+  cpu::batch_norm_training(x, gamma, beta, kEps, kOneDnn);
   const auto before = cpu::batch_norm_cache_stats();
-  for (int i = 0; i < 3; ++i) batch_norm_training(x, gamma, beta, kEps);
+  for (int i = 0; i < 3; ++i) cpu::batch_norm_training(x, gamma, beta, kEps, kOneDnn);
   const auto after = cpu::batch_norm_cache_stats();
   EXPECT_EQ(after.hits - before.hits, 3);
   EXPECT_EQ(after.misses, before.misses);
+  // The default path (the loops) does not touch the cache.
+  cpu::batch_norm_training(x, gamma, beta, kEps);
+  EXPECT_EQ(cpu::batch_norm_cache_stats().hits, after.hits);
   // Another epsilon is another primitive.
-  batch_norm_training(x, gamma, beta, 1e-5);
+  cpu::batch_norm_training(x, gamma, beta, 1e-5, kOneDnn);
   EXPECT_EQ(cpu::batch_norm_cache_stats().misses, after.misses + 1);
 }
 

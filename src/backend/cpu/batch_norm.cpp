@@ -1,5 +1,5 @@
-// CPU batch normalization: the reference loops first (the oracle, and the path for float64,
-// float16 and bfloat16 without native support), then the oneDNN path with its primitive cache.
+// CPU batch normalization: the loops first (the default path, and the oracle of the oneDNN path),
+// then the oneDNN path with its primitive cache (on request).
 #include "backend/cpu/batch_norm.h"
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/batch_norm_activation_sweeps.h"
 #include "backend/cpu/batch_norm_loops.h"
 #include "backend/cpu/cast.h"
 #include "backend/cpu/scratch.h"
@@ -28,18 +29,38 @@ namespace {
 
 using namespace bn_loops;  // NOLINT: the shared loop helpers (batch_norm_loops.h)
 
-// Training forward: two passes for the statistics, one to normalize.
+// float32 and 16-bit storage run the register-resident sweeps of batch_norm_activation_sweeps.h
+// (no activation); float64 the generic loops of batch_norm_loops.h.
+template <typename T>
+constexpr bool kSweeps = !std::is_same_v<T, double>;
+
+// y = (x - mean) * scale + shift per channel.
+template <typename T, typename P>
+void normalize_rows(const T* x, Rows r, const P* mean, const P* scale, const P* shift, T* y) {
+  if constexpr (kSweeps<T>) {
+    bn_sweeps::forward(x, r, {mean, scale, shift}, bn_kernels::Act::none, y);
+  } else {
+    normalize(x, r, mean, scale, shift, y);
+  }
+}
+
+// Training forward: the statistics (one sweep for float32 and 16-bit, two passes for float64),
+// then one pass to normalize.
 template <typename T>
 void reference_training(const T* x, Rows r, const std::vector<core::compute_t<T>>& gamma,
                         const std::vector<core::compute_t<T>>& beta, core::compute_t<T> epsilon,
                         T* y, core::compute_t<T>* mean, core::compute_t<T>* variance) {
   using P = core::compute_t<T>;
   const std::int64_t c = r.c;
-  batch_statistics(x, r, mean, variance);
+  if constexpr (kSweeps<T>) {
+    bn_sweeps::statistics(x, r, mean, variance);
+  } else {
+    batch_statistics(x, r, mean, variance);
+  }
   std::vector<P> var(variance, variance + c);
   std::vector<P> scale = inverse_std(var, epsilon);
   for (std::size_t j = 0; j < scale.size(); ++j) scale[j] *= gamma[j];
-  normalize(x, r, mean, scale.data(), beta.data(), y);
+  normalize_rows(x, r, mean, scale.data(), beta.data(), y);
 }
 
 template <typename T>
@@ -50,10 +71,11 @@ void reference_inference(const T* x, Rows r, const std::vector<core::compute_t<T
                          core::compute_t<T> epsilon, T* y) {
   auto scale = inverse_std(variance, epsilon);
   for (std::size_t j = 0; j < scale.size(); ++j) scale[j] *= gamma[j];
-  normalize(x, r, mean.data(), scale.data(), beta.data(), y);
+  normalize_rows(x, r, mean.data(), scale.data(), beta.data(), y);
 }
 
-// Backward: one pass for sum(dy) and sum(dy * (x - mean)) per channel, one for dx.
+// Backward: one pass for sum(dy) and sum(dy * (x - mean)) per channel, one for dx (the sweeps for
+// float32 and 16-bit storage, the generic loops for float64).
 template <typename T>
 void reference_backward(const T* dy, const T* x, Rows r,
                         const std::vector<core::compute_t<T>>& gamma,
@@ -64,6 +86,13 @@ void reference_backward(const T* dy, const T* x, Rows r,
   using P = core::compute_t<T>;
   const std::int64_t c = r.c;
   const std::vector<P> inv_std = inverse_std(variance, epsilon);
+  if constexpr (kSweeps<T>) {
+    std::vector<P> scale(inv_std), shift(inv_std.size(), P(0));
+    for (std::size_t j = 0; j < scale.size(); ++j) scale[j] *= gamma[j];
+    bn_sweeps::backward(dy, x, r, {mean.data(), scale.data(), shift.data()}, inv_std.data(), stats,
+                        bn_kernels::Act::none, dx, dgamma, dbeta);
+    return;
+  }
   const P* pm = mean.data();
   const auto sums = channel_sums<P>(r, 2, [&](std::int64_t r0, std::int64_t r1, P* acc) {
     std::vector<P> in_x(buffer_size(c)), in_g(buffer_size(c));
@@ -249,11 +278,11 @@ Tensor as_float32(const Tensor& t) {
   return cpu::cast(t, DType::float32);
 }
 
-// The oneDNN primitive for this call, or null where the reference loops run: float64, float16,
-// bfloat16 without native support, `reference` asked for, or no jit kernel for the geometry.
+// The oneDNN primitive for this call, or null where the loops run: oneDNN not asked for, float64,
+// float16, bfloat16 without native support, or no jit kernel for the geometry.
 std::shared_ptr<const BnormPrimitive> dnnl_primitive(const Tensor& x, Pass pass, double epsilon,
                                                      BatchNormStats stats, BatchNormImpl impl) {
-  if (impl == BatchNormImpl::reference) return nullptr;
+  if (impl != BatchNormImpl::onednn) return nullptr;
   const DType dtype = x.dtype();
   if (dtype != DType::float32 && !(dtype == DType::bfloat16 && use_native_bf16())) return nullptr;
   const Rows r = rows_of(x);

@@ -1,13 +1,17 @@
 // CPU batch normalization over the last axis of x (..., C), seen as a row-major (M, C) matrix
 // with M = numel / C (NHWC: every pixel of every image is a row). Two implementations:
+//  - OpenMP loops for every floating dtype, the default: for float32, float16 and bfloat16 the
+//    register-resident sweeps of batch_norm_activation_sweeps.h (16-bit storage read and written
+//    directly, statistics in one sweep over x), for float64 the generic loops of
+//    batch_norm_loops.h;
 //  - oneDNN batch_normalization (forward training, forward inference, backward) for float32 and,
 //    where the CPU runs bfloat16 natively (use_native_bf16()), bfloat16 data, with float32
-//    scale/shift and statistics; primitives are cached by geometry, data type, flags and epsilon;
-//  - plain OpenMP reference loops for every floating dtype: the test oracle of the oneDNN path
-//    and the path for float64, float16 and bfloat16 without native support (they read 16-bit
-//    storage directly, which moves less memory than widening to float32 around oneDNN).
-// Statistics are float32 (float64 for float64 x); the mean and the BIASED variance are computed
-// in two passes (mean, then the mean of (x - mean)^2), never as E[x^2] - E[x]^2.
+//    scale/shift and statistics; primitives are cached by geometry, data type, flags and epsilon.
+//    Only on request (BatchNormImpl::onednn): on EfficientNet-B0's and ResNet-50's shapes at 64x64
+//    (one thread, 2026-11-26) it took 1.1-1.2x the loops' time forward and 1.5-2x backward, and
+//    its internal barriers stall when the two cores are shared.
+// Statistics are float32 (float64 for float64 x); the mean and the BIASED variance are never
+// computed as E[x^2] - E[x]^2.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +23,10 @@
 
 namespace mixprec::cpu {
 
-// `automatic` runs oneDNN where it applies (float32, and bfloat16 with native support, when
-// oneDNN has a jit kernel for the geometry) and the reference loops elsewhere; `reference` always
-// runs the loops (tests compare the two).
-enum class BatchNormImpl { automatic, reference };
+// `automatic` and `reference` run the loops; `onednn` runs oneDNN where it applies (float32, and
+// bfloat16 with native support, when oneDNN has a jit kernel for the geometry) and the loops
+// elsewhere (tests compare the two).
+enum class BatchNormImpl { automatic, reference, onednn };
 
 // The float32 (float64 for float64 x) dtype of statistics and parameter gradients.
 DType batch_norm_stat_dtype(DType x_dtype);
@@ -51,8 +55,8 @@ BatchNormGradients batch_norm_backward(const Tensor& dy, const Tensor& x, const 
                                        BatchNormImpl impl = BatchNormImpl::automatic);
 
 // What batch_norm_training runs for x with `impl`: "oneDNN <kernel name>" (e.g. "oneDNN
-// bnorm_jit:avx512_core") or "reference loops". oneDNN runs only where it has a jit kernel for the
-// geometry; its generic C++ kernels (C = 3: "nspc_bnorm:any") are slower than the loops.
+// bnorm_jit:avx512_core") or "reference loops". oneDNN runs only when asked and where it has a jit
+// kernel for the geometry; its generic C++ kernels (C = 3: "nspc_bnorm:any") are slower still.
 std::string batch_norm_implementation(const Tensor& x,
                                       BatchNormImpl impl = BatchNormImpl::automatic);
 

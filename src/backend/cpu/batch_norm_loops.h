@@ -1,7 +1,8 @@
-// The blocked OpenMP loop helpers shared by the CPU batch-norm kernels (batch_norm.cpp's
-// reference loops and batch_norm_activation.cpp's fused kernels): x (..., C) seen as a row-major
-// (M, C) matrix, per-channel sums over blocks of rows independent of the thread count, chunked
-// 16-bit <-> float32 conversion, and the per-channel normalization.
+// The blocked OpenMP loop helpers shared by the CPU batch-norm kernels: x (..., C) seen as a
+// row-major (M, C) matrix and its fixed blocks of rows (results independent of the thread count),
+// used by the register-resident sweeps (batch_norm_activation_sweeps.h); and the generic chunked
+// loops (per-channel sums, 16-bit <-> float32 conversion through buffers, normalization) that
+// batch_norm.cpp runs for float64.
 #pragma once
 
 #include <algorithm>
