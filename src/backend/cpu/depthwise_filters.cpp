@@ -1,5 +1,5 @@
 // The depthwise backward-filters kernel; see depthwise_filters.h. Vectorised over the contiguous
-// channels, float32 accumulation, 16-bit rows widened to float32 once per row, parallel over
+// channels, float32 accumulation, 16-bit values widened in registers, parallel over
 // fixed blocks of (n, oh) rows with one accumulator of KH * KW * C floats per block.
 #include "backend/cpu/depthwise_filters.h"
 
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/simd_convert.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
 #include "mixprec/convert.h"
@@ -41,59 +42,70 @@ ColumnRange valid_columns(const ConvGeometry& g, std::int64_t kw) {
 }
 
 // acc[c] += sum over j in [0, columns) of x[j * x_step + c] * dy[j * C + c] for c in [0, count);
-// count == kChannelBlock keeps the block's sums in registers over the columns.
-__attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default"))) void
-accumulate_columns(const float* x, std::int64_t x_step, const float* dy, std::int64_t channels,
-                   std::int64_t columns, std::int64_t count, float* acc) {
+// count == kChannelBlock keeps the block's sums in registers over the columns. 16-bit values are
+// widened in registers (simd_convert.h), so every input row is read as stored, once per tap.
+template <typename T>
+inline void accumulate_body(const T* x, std::int64_t x_step, const T* dy, std::int64_t channels,
+                            std::int64_t columns, std::int64_t count, float* acc) {
   if (count == kChannelBlock) {
     float a[kChannelBlock];
     for (std::int64_t c = 0; c < kChannelBlock; ++c) a[c] = acc[c];
     for (std::int64_t ow = 0; ow < columns; ++ow) {
-      const float* xp = x + ow * x_step;
-      const float* dp = dy + ow * channels;
+      const T* xp = x + ow * x_step;
+      const T* dp = dy + ow * channels;
 #pragma omp simd
-      for (std::int64_t c = 0; c < kChannelBlock; ++c) a[c] += xp[c] * dp[c];
+      for (std::int64_t c = 0; c < kChannelBlock; ++c) {
+        a[c] += simd::load(xp + c) * simd::load(dp + c);
+      }
     }
     for (std::int64_t c = 0; c < kChannelBlock; ++c) acc[c] = a[c];
     return;
   }
   for (std::int64_t ow = 0; ow < columns; ++ow) {
-    const float* xp = x + ow * x_step;
-    const float* dp = dy + ow * channels;
+    const T* xp = x + ow * x_step;
+    const T* dp = dy + ow * channels;
 #pragma omp simd
-    for (std::int64_t c = 0; c < count; ++c) acc[c] += xp[c] * dp[c];
+    for (std::int64_t c = 0; c < count; ++c) acc[c] += simd::load(xp + c) * simd::load(dp + c);
   }
 }
 
-// `count` elements at p as float32: p itself, or a widened copy in `buffer`.
-template <typename T>
-const float* as_float(const T* p, std::int64_t count, std::vector<float>& buffer) {
-  if constexpr (std::is_same_v<T, float>) {
-    return p;
-  } else {
-    buffer.resize(static_cast<std::size_t>(count));
-    convert(p, buffer.data(), static_cast<std::size_t>(count));
-    return buffer.data();
-  }
+// One compiled copy per storage type, each for AVX-512 (BW/VL: 16-bit loads widen in registers),
+// AVX2 and the baseline; the loader picks the widest the CPU runs.
+#define MIXPREC_DW_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default"), flatten))
+MIXPREC_DW_CLONES void accumulate_columns(const float* x, std::int64_t x_step, const float* dy,
+                                          std::int64_t channels, std::int64_t columns,
+                                          std::int64_t count, float* acc) {
+  accumulate_body(x, x_step, dy, channels, columns, count, acc);
 }
+MIXPREC_DW_CLONES void accumulate_columns(const bfloat16* x, std::int64_t x_step,
+                                          const bfloat16* dy, std::int64_t channels,
+                                          std::int64_t columns, std::int64_t count, float* acc) {
+  accumulate_body(x, x_step, dy, channels, columns, count, acc);
+}
+MIXPREC_DW_CLONES void accumulate_columns(const float16* x, std::int64_t x_step, const float16* dy,
+                                          std::int64_t channels, std::int64_t columns,
+                                          std::int64_t count, float* acc) {
+  accumulate_body(x, x_step, dy, channels, columns, count, acc);
+}
+#undef MIXPREC_DW_CLONES
 
 // Adds output row (n, oh)'s contributions to acc (KH * KW * C floats).
 template <typename T>
 void accumulate_row(const T* x, const T* dy, std::int64_t n, std::int64_t oh, const ConvGeometry& g,
                     float* acc) {
-  thread_local std::vector<float> x_buffer, dy_buffer;
   const std::int64_t C = g.in_channels;
-  const float* dy_row = as_float(dy + (n * g.out_h + oh) * g.out_w * C, g.out_w * C, dy_buffer);
+  const T* dy_row = dy + (n * g.out_h + oh) * g.out_w * C;
   for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
     const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
     if (ih < 0 || ih >= g.in_h) continue;  // zero padding
-    const float* x_row = as_float(x + (n * g.in_h + ih) * g.in_w * C, g.in_w * C, x_buffer);
+    const T* x_row = x + (n * g.in_h + ih) * g.in_w * C;
     for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
       const ColumnRange cols = valid_columns(g, kw);
       if (cols.lo >= cols.hi) continue;
       // Column ow reads input column ow * stride_w + kw * dilation_w - pad_left.
-      const float* x0 = x_row + (cols.lo * g.stride_w + kw * g.dilation_w - g.pad_left) * C;
-      const float* dy0 = dy_row + cols.lo * C;
+      const T* x0 = x_row + (cols.lo * g.stride_w + kw * g.dilation_w - g.pad_left) * C;
+      const T* dy0 = dy_row + cols.lo * C;
       float* a = acc + (kh * g.kernel_w + kw) * C;
       for (std::int64_t c0 = 0; c0 < C; c0 += kChannelBlock) {
         accumulate_columns(x0 + c0, g.stride_w * C, dy0 + c0, C, cols.hi - cols.lo,
