@@ -1,6 +1,7 @@
 // Reductions (sum, mean, max), sum_to and broadcast_to. The reference reduces a row-major double
 // array over any set of axes with its own index arithmetic.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <functional>
@@ -184,6 +185,39 @@ TEST_P(ReduceTest, MiddleAxesOfLargeActivations) {
                   from_vector(expected, reduced_shape(shape, {1, 2}, false), {.dtype = kFloat64}),
                   {dtype == DType::bfloat16 ? 1.0 / 128 : 1.0 / 1024, 1e-3}))
         << dtype_name(dtype);
+  }
+}
+
+// A bias gradient's shape: all of an activation's rows into a few channels. The rows are cut
+// into blocks combined in a fixed order: exact against the reference within rounding, with NaN
+// kept by max, and bit for bit the same on one thread and on two.
+TEST_P(ReduceTest, ManyRowsFewColumnsInRowBlocks) {
+  const Kind kind = GetParam();
+  const Shape shape{32, 16, 16, 24};
+  const std::vector<int> axes{0, 1, 2};
+  for (DType dtype : {DType::float32, DType::bfloat16}) {
+    const Tensor x = from_vector(values(shape.numel(), 5), shape, {.dtype = kFloat32}).to(dtype);
+    const auto expected = reference(x.to_vector<double>(), shape, axes, kind);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const Tensor one = run(kind, x, axes, KeepDims::no);
+    omp_set_num_threads(2);
+    const Tensor two = run(kind, x, axes, KeepDims::no);
+    omp_set_num_threads(threads);
+    EXPECT_EQ(one.to_vector<double>(), two.to_vector<double>()) << dtype_name(dtype);
+    const double rtol = dtype == DType::bfloat16 ? 1.0 / 128 : 1e-5;
+    EXPECT_TRUE(all_close(
+        two, from_vector(expected, reduced_shape(shape, axes, false), {.dtype = kFloat64}),
+        {rtol, 1e-3}))
+        << dtype_name(dtype);
+  }
+  if (kind == Kind::max) {
+    std::vector<double> v = values(shape.numel(), 6);
+    v[static_cast<std::size_t>(5000 * 24 + 7)] = std::nan("");
+    const Tensor y = run(kind, from_vector(v, shape, {.dtype = kFloat32}), axes, KeepDims::no);
+    const auto got = y.to_vector<double>();
+    EXPECT_TRUE(std::isnan(got[7]));
+    EXPECT_FALSE(std::isnan(got[6]));
   }
 }
 

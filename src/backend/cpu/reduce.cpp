@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/parallel.h"
+#include "backend/cpu/simd_convert.h"
 #include "core/dispatch.h"
 #include "core/reduce_split.h"
 #include "core/tensor_impl.h"
@@ -52,44 +55,85 @@ void reduce_rows(ReduceOp op, const T* x, std::int64_t rows, std::int64_t length
   });
 }
 
+// One stored value in the compute type: 16-bit values widened in registers (simd_convert.h).
+template <typename C, typename T>
+inline C widen(const T* p) {
+  if constexpr (std::is_same_v<T, double>) {
+    return *p;
+  } else {
+    return simd::load(p);
+  }
+}
+
+// The rows [r0, r1) of an (R, cols) matrix reduced over columns [start, start + n): sums run in C
+// over blocks of kChunk rows and the block results are added in double (one float accumulator
+// over a long column would lose accuracy: each addition to a large partial sum rounds, with a
+// systematic bias when the addends are alike); maxima are exact. Results in `result` (double).
+template <typename T>
+void reduce_column_block(ReduceOp op, const T* x, std::int64_t cols, std::int64_t r0,
+                         std::int64_t r1, std::int64_t start, std::int64_t n, double* result) {
+  using C = core::compute_t<T>;
+  alignas(64) C acc[kChunk];
+  std::fill(acc, acc + n, identity<C>(op));
+  std::fill(result, result + n, op == ReduceOp::sum ? 0.0 : static_cast<double>(acc[0]));
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const T* row = x + r * cols + start;
+    if (op == ReduceOp::sum) {
+#pragma omp simd
+      for (std::int64_t i = 0; i < n; ++i) acc[i] += widen<C>(row + i);
+      if ((r - r0 + 1) % kChunk == 0 || r + 1 == r1) {
+        for (std::int64_t i = 0; i < n; ++i) result[i] += static_cast<double>(acc[i]);
+        std::fill(acc, acc + n, C(0));
+      }
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) acc[i] = combine(op, acc[i], widen<C>(row + i));
+    }
+  }
+  if (op != ReduceOp::sum) {
+    for (std::int64_t i = 0; i < n; ++i) result[i] = static_cast<double>(acc[i]);
+  }
+}
+
 // (outer, R, cols) contiguous -> (outer, cols) values, accumulating whole rows (cache-friendly for
-// bias gradients, outer == 1, and for the spatial means of NHWC activations, outer == batch).
-// Sums run in C over blocks of kChunk rows and the block results are combined in double, as in
-// reduce_rows: one float accumulator over a long column would lose accuracy (each addition to a
-// large partial sum rounds, with a systematic bias when the addends are alike).
+// bias gradients, outer == 1, and for the spatial means of NHWC activations, outer == batch). The
+// tasks are (outer block, chunk of columns, block of rows): with few outer blocks and columns (a
+// bias gradient over a whole activation) the rows are cut into blocks too, a number fixed by the
+// shape, whose partial results are combined in block order, so the result does not depend on the
+// thread count.
 template <typename T>
 void reduce_leading(ReduceOp op, const T* x, std::int64_t outer, std::int64_t length,
                     std::int64_t cols, double scale, T* out) {
   using C = core::compute_t<T>;
   const std::int64_t col_chunks = (cols + kChunk - 1) / kChunk;
-  parallel_for(outer * col_chunks, outer * length * cols >= kParallelThreshold,
+  const std::int64_t column_tasks = outer * col_chunks;
+  const std::int64_t row_blocks =
+      column_tasks >= 8 ? 1 : std::clamp<std::int64_t>(length / 256, 1, 16);
+  const std::int64_t rows_per_block = (length + row_blocks - 1) / row_blocks;
+  std::vector<double> partial(static_cast<std::size_t>(column_tasks * row_blocks * kChunk));
+  parallel_for(column_tasks * row_blocks, outer * length * cols >= kParallelThreshold,
                [&](std::int64_t task) {
-                 const std::int64_t o = task / col_chunks, c = task % col_chunks;
-                 const T* xo = x + o * length * cols;
-                 const std::int64_t start = c * kChunk, n = std::min(kChunk, cols - start);
-                 alignas(64) C acc[kChunk];
-                 alignas(64) C buffer[kChunk];
-                 alignas(64) double total[kChunk];
-                 std::fill(acc, acc + n, identity<C>(op));
-                 std::fill(total, total + n, 0.0);
-                 for (std::int64_t r = 0; r < length; ++r) {
-                   gather(xo + r * cols + start, 1, n, buffer);
-                   if (op == ReduceOp::sum) {
-#pragma omp simd
-                     for (std::int64_t i = 0; i < n; ++i) acc[i] += buffer[i];
-                     if ((r + 1) % kChunk == 0 || r + 1 == length) {
-                       for (std::int64_t i = 0; i < n; ++i) total[i] += static_cast<double>(acc[i]);
-                       std::fill(acc, acc + n, C(0));
-                     }
-                   } else {
-                     for (std::int64_t i = 0; i < n; ++i) acc[i] = combine(op, acc[i], buffer[i]);
-                   }
-                 }
-                 if (op == ReduceOp::sum) {
-                   for (std::int64_t i = 0; i < n; ++i) acc[i] = static_cast<C>(total[i] * scale);
-                 }
-                 scatter(acc, n, out + o * cols + start);
+                 const std::int64_t t = task / row_blocks, b = task % row_blocks;
+                 const std::int64_t o = t / col_chunks, start = (t % col_chunks) * kChunk;
+                 const std::int64_t r0 = std::min(length, b * rows_per_block);
+                 const std::int64_t r1 = std::min(length, r0 + rows_per_block);
+                 reduce_column_block(op, x + o * length * cols, cols, r0, r1, start,
+                                     std::min(kChunk, cols - start),
+                                     partial.data() + task * kChunk);
                });
+  for (std::int64_t t = 0; t < column_tasks; ++t) {
+    const std::int64_t o = t / col_chunks, start = (t % col_chunks) * kChunk;
+    const std::int64_t n = std::min(kChunk, cols - start);
+    const double* first = partial.data() + t * row_blocks * kChunk;
+    for (std::int64_t i = 0; i < n; ++i) {
+      double v = first[i];
+      for (std::int64_t b = 1; b < row_blocks; ++b) {
+        const double w = first[b * kChunk + i];
+        v = op == ReduceOp::sum ? v + w : combine<double>(op, v, w);
+      }
+      if (op == ReduceOp::sum) v *= scale;
+      out[o * cols + start + i] = core::store_as<T>(static_cast<C>(v));
+    }
+  }
 }
 
 }  // namespace
