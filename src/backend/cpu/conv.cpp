@@ -6,6 +6,14 @@
 // what oneDNN's fast kernels need. Pointwise (1x1) convolutions are matmuls instead
 // (conv_pointwise.h), so are convolutions with few output positions (conv_im2col.h), and depthwise
 // backward filters are our own kernel (depthwise_filters.h).
+// The bias joins the primitive (and matmul_bias) as an argument, added before the one rounding.
+// Activations are not fused as oneDNN post-ops: measured on oneDNN 2.6 (matmul and convolution,
+// f32 and bf16), its relu, clip, clip_v2 and bounded_relu post-ops map a NaN input to 0, which
+// would hide a NaN forward pass from the loss scaler and the user (the CUDA Dense layer refuses
+// cuBLASLt's RELU epilogues for the same reason, ops/dense_op.cpp); logistic and tanh keep NaN
+// but their fused backward would have to differentiate from the rounded 16-bit output, which is
+// wrong where they saturate (the unfused ops recompute from x), for no gain at the 1x1 extents
+// of the squeeze-and-excitation gates where CNNs use them.
 #include "backend/cpu/conv.h"
 
 #include <array>
