@@ -78,11 +78,13 @@ void update_all(const kernel_math::UpdateRule& rule, std::span<const UpdateArray
   const std::vector<Block> blocks = split_blocks(
       variables.size(), [&](std::size_t i) { return variables[i].n; }, total);
   kernel_math::dispatch_update_kind(rule.kind, [&]<kernel_math::UpdateKind K>() {
-    parallel_for(static_cast<std::int64_t>(blocks.size()), total >= kParallelThreshold,
-                 [&](std::int64_t b) {
-                   const Block& block = blocks[static_cast<std::size_t>(b)];
-                   update_block<K>(rule.constants, variables[block.item], block.start, block.n);
-                 });
+    // Balanced: the blocks of small tensors come first, so a static split gave the first thread
+    // fewer elements than the second (EfficientNet-B0: 539 against 1288 samples of this loop).
+    parallel_for_balanced(
+        static_cast<std::int64_t>(blocks.size()), total >= kParallelThreshold, [&](std::int64_t b) {
+          const Block& block = blocks[static_cast<std::size_t>(b)];
+          update_block<K>(rule.constants, variables[block.item], block.start, block.n);
+        });
   });
 }
 

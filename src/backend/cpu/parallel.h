@@ -20,6 +20,19 @@ inline void parallel_for(std::int64_t n, bool parallel, Body&& body) {
   for (std::int64_t i = 0; i < n; ++i) body(i);
 }
 
+// parallel_for with the iterations handed out in turn as threads become free: for iterations of
+// uneven cost (the blocks of many tensors of different sizes), where a static split in halves
+// leaves one thread idle while the other finishes.
+template <typename Body>
+inline void parallel_for_balanced(std::int64_t n, bool parallel, Body&& body) {
+  if (!parallel || n < 2) {
+    for (std::int64_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t i = 0; i < n; ++i) body(i);
+}
+
 // Whether body(i) returned true for some i in [0, n); every body(i) runs (they may write
 // results). Parallel as parallel_for.
 template <typename Body>
