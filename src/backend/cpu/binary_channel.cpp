@@ -1,6 +1,6 @@
 // The per-channel broadcast kernels of binary_channel.h: rows of the full operand against the row
-// of its group in the small one, read in place for float32/float64 and a segment at a time
-// through float buffers for 16-bit storage.
+// of its group in the small one, read in place; 16-bit storage is widened and rounded in
+// registers.
 #include "backend/cpu/binary_channel.h"
 
 #include <algorithm>
@@ -8,11 +8,11 @@
 
 #include "backend/channel_geometry.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/simd_convert.h"
 #include "backend/kernel_math/elementwise_math.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
-#include "mixprec/convert.h"
 
 namespace mixprec::cpu {
 
@@ -23,40 +23,32 @@ constexpr std::int64_t kSegment = 256;
 // Rows summed in the compute type before the partial sum joins the float64 total.
 constexpr std::int64_t kRowBlock = 64;
 
-template <typename C, typename T>
-const C* as_compute(const T* src, std::int64_t n, C* buffer) {
-  if constexpr (std::is_same_v<T, C>) {
-    return src;
-  } else {
-    convert(src, buffer, static_cast<std::size_t>(n));
-    return buffer;
-  }
-}
-
-// out row = op(full row, small row) (small_first: op(small row, full row)) for every row.
+// out row = op(full row, small row) (small_first: op(small row, full row)) for every row. 16-bit
+// values are widened and rounded in registers (simd_convert.h): no buffers, no conversion calls.
 template <BinaryOp Op, typename T>
 void channel_rows(const T* full, const T* small, T* out, ChannelGeometry g, bool small_first) {
-  using C = core::compute_t<T>;
   const std::int64_t units = g.groups * g.rows;
   const std::int64_t c = g.channels;
 #pragma omp parallel for schedule(static) if (units * c >= kParallelThreshold)
   for (std::int64_t u = 0; u < units; ++u) {
-    const std::int64_t n = u / g.rows;
-    alignas(64) C bf[kSegment], bs[kSegment], bo[kSegment];
-    for (std::int64_t j0 = 0; j0 < c; j0 += kSegment) {
-      const std::int64_t m = std::min(kSegment, c - j0);
-      const C* f = as_compute<C>(full + u * c + j0, m, bf);
-      const C* s = as_compute<C>(small + n * c + j0, m, bs);
-      C* o = std::is_same_v<T, C> ? reinterpret_cast<C*>(out + u * c + j0) : bo;
-      if (small_first) {
+    const T* f = full + u * c;
+    const T* s = small + (u / g.rows) * c;
+    T* o = out + u * c;
+    if constexpr (std::is_same_v<T, double>) {
 #pragma omp simd
-        for (std::int64_t j = 0; j < m; ++j) o[j] = kernel_math::binary_value(Op, s[j], f[j]);
-      } else {
-#pragma omp simd
-        for (std::int64_t j = 0; j < m; ++j) o[j] = kernel_math::binary_value(Op, f[j], s[j]);
+      for (std::int64_t j = 0; j < c; ++j) {
+        o[j] = small_first ? kernel_math::binary_value(Op, s[j], f[j])
+                           : kernel_math::binary_value(Op, f[j], s[j]);
       }
-      if constexpr (!std::is_same_v<T, C>) {
-        convert(static_cast<const C*>(bo), out + u * c + j0, static_cast<std::size_t>(m));
+    } else if (small_first) {
+#pragma omp simd
+      for (std::int64_t j = 0; j < c; ++j) {
+        simd::store(o + j, kernel_math::binary_value(Op, simd::load(s + j), simd::load(f + j)));
+      }
+    } else {
+#pragma omp simd
+      for (std::int64_t j = 0; j < c; ++j) {
+        simd::store(o + j, kernel_math::binary_value(Op, simd::load(f + j), simd::load(s + j)));
       }
     }
   }
@@ -73,22 +65,28 @@ void run_channel(BinaryOp op, const T* full, const T* small, T* out, ChannelGeom
   }
 }
 
-// total[n, j] = sum over the rows of group n of g * x, for the channels [j0, j0 + m).
+// total[n, j] = sum over the rows of group n of g * x, for the channels [j0, j0 + m): float32
+// (float64 for float64) over blocks of kRowBlock rows, the block sums added in float64.
 template <typename T>
 void gate_segment(const T* g, const T* x, ChannelGeometry geo, std::int64_t n, std::int64_t j0,
                   std::int64_t m, double* total) {
   using C = core::compute_t<T>;
-  alignas(64) C bg[kSegment], bx[kSegment], partial[kSegment];
+  alignas(64) C partial[kSegment];
   std::fill_n(total, m, 0.0);
   for (std::int64_t r0 = 0; r0 < geo.rows; r0 += kRowBlock) {
     std::fill_n(partial, m, C(0));
     const std::int64_t r1 = std::min(geo.rows, r0 + kRowBlock);
     for (std::int64_t r = r0; r < r1; ++r) {
       const std::int64_t at = (n * geo.rows + r) * geo.channels + j0;
-      const C* pg = as_compute<C>(g + at, m, bg);
-      const C* px = as_compute<C>(x + at, m, bx);
+      if constexpr (std::is_same_v<T, double>) {
 #pragma omp simd
-      for (std::int64_t j = 0; j < m; ++j) partial[j] += pg[j] * px[j];
+        for (std::int64_t j = 0; j < m; ++j) partial[j] += g[at + j] * x[at + j];
+      } else {
+#pragma omp simd
+        for (std::int64_t j = 0; j < m; ++j) {
+          partial[j] += simd::load(g + at + j) * simd::load(x + at + j);
+        }
+      }
     }
     for (std::int64_t j = 0; j < m; ++j) total[j] += static_cast<double>(partial[j]);
   }
