@@ -23,6 +23,39 @@ constexpr std::int64_t kSegment = 256;
 // Rows summed in the compute type before the partial sum joins the float64 total.
 constexpr std::int64_t kRowBlock = 64;
 
+// The row loops, compiled for AVX-512 (x86-64-v4: BW/VL narrow 32 -> 16 bits in registers), AVX2
+// and the baseline; the loader picks (as batch_norm_activation_kernels.cpp). File-local, so the
+// dispatchers are not exported.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MIXPREC_CHANNEL_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), flatten))
+#else
+#define MIXPREC_CHANNEL_CLONES
+#endif
+
+// o[j] = op(f[j], s[j]) (small_first: op(s[j], f[j])) for j < c, in float32 for 16-bit storage.
+template <BinaryOp Op, typename T>
+MIXPREC_CHANNEL_CLONES void row_op(const T* f, const T* s, T* o, std::int64_t c, bool small_first) {
+  if (small_first) {
+#pragma omp simd
+    for (std::int64_t j = 0; j < c; ++j) {
+      simd::store(o + j, kernel_math::binary_value(Op, simd::load(s + j), simd::load(f + j)));
+    }
+  } else {
+#pragma omp simd
+    for (std::int64_t j = 0; j < c; ++j) {
+      simd::store(o + j, kernel_math::binary_value(Op, simd::load(f + j), simd::load(s + j)));
+    }
+  }
+}
+
+// partial[j] += g[j] * x[j] for j < m.
+template <typename T>
+MIXPREC_CHANNEL_CLONES void row_dot(const T* g, const T* x, std::int64_t m, float* partial) {
+#pragma omp simd
+  for (std::int64_t j = 0; j < m; ++j) partial[j] += simd::load(g + j) * simd::load(x + j);
+}
+
 // out row = op(full row, small row) (small_first: op(small row, full row)) for every row. 16-bit
 // values are widened and rounded in registers (simd_convert.h): no buffers, no conversion calls.
 template <BinaryOp Op, typename T>
@@ -35,21 +68,12 @@ void channel_rows(const T* full, const T* small, T* out, ChannelGeometry g, bool
     const T* s = small + (u / g.rows) * c;
     T* o = out + u * c;
     if constexpr (std::is_same_v<T, double>) {
-#pragma omp simd
       for (std::int64_t j = 0; j < c; ++j) {
         o[j] = small_first ? kernel_math::binary_value(Op, s[j], f[j])
                            : kernel_math::binary_value(Op, f[j], s[j]);
       }
-    } else if (small_first) {
-#pragma omp simd
-      for (std::int64_t j = 0; j < c; ++j) {
-        simd::store(o + j, kernel_math::binary_value(Op, simd::load(s + j), simd::load(f + j)));
-      }
     } else {
-#pragma omp simd
-      for (std::int64_t j = 0; j < c; ++j) {
-        simd::store(o + j, kernel_math::binary_value(Op, simd::load(f + j), simd::load(s + j)));
-      }
+      row_op<Op, T>(f, s, o, c, small_first);
     }
   }
 }
@@ -82,10 +106,7 @@ void gate_segment(const T* g, const T* x, ChannelGeometry geo, std::int64_t n, s
 #pragma omp simd
         for (std::int64_t j = 0; j < m; ++j) partial[j] += g[at + j] * x[at + j];
       } else {
-#pragma omp simd
-        for (std::int64_t j = 0; j < m; ++j) {
-          partial[j] += simd::load(g + at + j) * simd::load(x + at + j);
-        }
+        row_dot<T>(g + at, x + at, m, partial);
       }
     }
     for (std::int64_t j = 0; j < m; ++j) total[j] += static_cast<double>(partial[j]);
