@@ -9,7 +9,8 @@
 // backends; accumulation is always mixprec::Accumulation (mixprec/ops.h), pooling kinds PoolKind
 // (core/op_kinds.h), window sizes ConvGeometry / PoolGeometry (core/window_geometry.h).
 //
-// Capabilities (entries that may be null): matmul_epilogue (CUDA only: the Dense op composes
+// Capabilities (entries that may be null): activation_in_place (CPU only: Conv2D composes its
+// activation where it is null), matmul_epilogue (CUDA only: the Dense op composes
 // separate ops where it is null) and the three autocast_* entries (CPU only: autocast_matmul
 // composes cast + matmul where they are null) and channel_gate_backward (CPU only: the product's
 // gradient composes mul and sum_to where it is null) and the three batch_norm_activation_* entries
@@ -166,6 +167,12 @@ struct NnKernels {
   // dfilters (kernel_h, kernel_w, in_channels / groups, out_channels) from saved.input and dy.
   Tensor (*conv2d_backward_filters)(const Tensor& dy, const ConvSaved& saved, const ConvGeometry& g,
                                     ConvKind kind, Accumulation accumulation);
+
+  // Capability (null: a Conv2D layer applies its activation as a separate op). y = act(y) in
+  // place, act relu or relu6, for a convolution's fresh output (contiguous, floating), with the
+  // unfused ops' per-element function (NaN stays NaN): Conv2D + bias + relu as one op whose
+  // backward differentiates from the output, as relu's does.
+  void (*activation_in_place)(const Tensor& y, UnaryOp act);
 
   // ---- pooling (NHWC; semantics of Keras: padding never wins a max nor counts in an average) ----
   // x floating, (batch, in_h, in_w, channels) of g. The maximum of a window is its first in

@@ -10,6 +10,8 @@
 #include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
+#include "ops/batch_norm_activation.h"
+#include "ops/conv_activation.h"
 
 namespace mixprec::layers {
 
@@ -101,9 +103,15 @@ class Conv2DImpl final : public ConvLayerBase {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
     const Tensor& x = inputs[0];  // (batch, H, W, Cin) in the compute dtype
     check_floating(x.dtype());
-    const Tensor y = conv2d(x, read(kernel_), use_bias() ? read(bias_) : Tensor(),
-                            conv_options(x.dtype(), groups_));
-    return {apply_activation(activation(), y)};
+    const Tensor bias = use_bias() ? read(bias_) : Tensor();
+    const Conv2dOptions options = conv_options(x.dtype(), groups_);
+    // relu / relu6 join the convolution's op (ops/conv_activation.h) unless MIXPREC_FUSION=0.
+    const std::string& act = activation();
+    if ((act == "relu" || act == "relu6") && ops::batch_norm_activation_fusion_enabled()) {
+      return {ops::conv2d_activation(x, read(kernel_), bias, options,
+                                     act == "relu" ? UnaryOp::relu : UnaryOp::relu6)};
+    }
+    return {apply_activation(act, conv2d(x, read(kernel_), bias, options))};
   }
 
   std::int64_t filters_;

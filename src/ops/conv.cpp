@@ -13,9 +13,11 @@
 #include "autograd/saved_cast.h"
 #include "backend/backend.h"
 #include "backend/nn_kernels.h"
+#include "backend/tensor_kernels.h"
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
+#include "ops/conv_activation.h"
 #include "ops/window.h"
 
 namespace mixprec {
@@ -38,10 +40,16 @@ struct Conv2dBackward final : autograd::Node {
   std::optional<autograd::SavedCast> filters_cast;
   Shape filters_shape;  // the saved filters' shape (grouped HWIO, a view of the variable's)
 
+  // Set for conv2d_activation: the relu / relu6 applied in place to the output, and that output,
+  // from which its derivative is exact (0 < y < 6 exactly when 0 < z < 6), as relu's node does.
+  std::optional<UnaryOp> activation;
+  Tensor y;
+
   std::vector<Tensor> backward(const Tensor& grad_output) override {
-    const Tensor g = (grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype))
-                         .detach()
-                         .contiguous();
+    Tensor g = (grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype))
+                   .detach()
+                   .contiguous();
+    if (activation) g = backend_for(g.device()).tensor->unary_backward(*activation, g, y, y);
     const NnKernels& nn = *backend_for(g.device()).nn;
     Tensor dx, dw, db;
     if (next[0] && filters_cast) {
@@ -58,10 +66,14 @@ struct Conv2dBackward final : autograd::Node {
     return {dx, dw, db};
   }
 
-  std::string name() const override { return "Conv2dBackward"; }
+  std::string name() const override {
+    return activation ? std::string("Conv2d") + op_name(*activation) + "Backward"
+                      : std::string("Conv2dBackward");
+  }
   void release_saved() override {
     saved = ConvSaved{};
     filters_cast.reset();
+    y = Tensor();
   }
 };
 
@@ -125,15 +137,18 @@ void keep_filters_as_cast(Conv2dBackward& node, const Tensor& user_filters) {
 // the user passed (`user_filters` may be the depthwise form; `filters` is a view of it).
 Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filters,
                  const Tensor& bias, const ConvGeometry& g, Accumulation accumulation,
-                 ConvKind kind) {
+                 ConvKind kind, std::optional<UnaryOp> activation = std::nullopt) {
   const Tensor xc = x.detach().contiguous(), wc = filters.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   const bool record = autograd::needs_record({&x, &user_filters, &bias});
-  ConvForward r = backend_for(x.device())
-                      .nn->conv2d_forward(xc, wc, bc, g, kind, accumulation,
-                                          record ? SaveForBackward::yes : SaveForBackward::no);
+  const NnKernels& nn = *backend_for(x.device()).nn;
+  ConvForward r = nn.conv2d_forward(xc, wc, bc, g, kind, accumulation,
+                                    record ? SaveForBackward::yes : SaveForBackward::no);
+  // The output is fresh and nothing else holds it yet: activated where it lies.
+  if (activation) nn.activation_in_place(r.y, *activation);
   if (!record) return r.y;
   auto node = std::make_shared<Conv2dBackward>();
+  if (activation) node->activation = activation, node->y = r.y.detach();
   node->geometry = g;
   node->kind = kind;
   node->dtype = x.dtype();
@@ -152,8 +167,11 @@ Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filt
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
-              const Conv2dOptions& options) {
+namespace {
+
+// conv2d's checks and geometry.
+ConvGeometry conv2d_geometry(const Tensor& x, const Tensor& filters, const Tensor& bias,
+                             const Conv2dOptions& options) {
   constexpr const char* op = "conv2d";
   check_common(op, x, filters, bias);
   check_rank4(op, "filters", filters, "(kernel_h, kernel_w, in_channels / groups, out_channels)",
@@ -175,9 +193,35 @@ Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
                      str(cout) + " output channels, not divisible by groups " + str(groups) +
                      "; use a multiple of groups");
   }
-  const ConvGeometry g = make_geometry(op, x, filters, bias, groups, options);
+  return make_geometry(op, x, filters, bias, groups, options);
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
+              const Conv2dOptions& options) {
+  const ConvGeometry g = conv2d_geometry(x, filters, bias, options);
   return conv_impl(x, filters, filters, bias, g, options.accumulation, ConvKind::general);
 }
+
+namespace ops {
+
+Tensor conv2d_activation(const Tensor& x, const Tensor& filters, const Tensor& bias,
+                         const Conv2dOptions& options, UnaryOp activation) {
+  if (activation != UnaryOp::relu && activation != UnaryOp::relu6) {
+    throw ValueError(std::string("conv2d_activation: relu or relu6 only, got ") +
+                     op_name(activation));
+  }
+  if (backend_for(x.device()).nn->activation_in_place == nullptr) {
+    const Tensor z = conv2d(x, filters, bias, options);
+    return activation == UnaryOp::relu ? relu(z) : relu6(z);
+  }
+  const ConvGeometry g = conv2d_geometry(x, filters, bias, options);
+  return conv_impl(x, filters, filters, bias, g, options.accumulation, ConvKind::general,
+                   activation);
+}
+
+}  // namespace ops
 
 Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
                         const Conv2dOptions& options) {

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "backend/cpu/activation_in_place.h"
 #include "backend/cpu/batch_norm.h"
 #include "backend/cpu/batch_norm_activation.h"
 #include "backend/cpu/binary.h"
@@ -155,6 +156,7 @@ const NnKernels kNnKernels{
     .conv2d_forward = conv_forward,
     .conv2d_backward_data = conv_backward_data,
     .conv2d_backward_filters = conv_backward_filters,
+    .activation_in_place = cpu::activation_in_place,
     .pool2d_forward = cpu::pool2d_forward,
     .pool2d_backward = cpu::pool2d_backward,
     .batch_norm_training = bn_training,

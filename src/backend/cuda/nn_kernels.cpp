@@ -117,6 +117,7 @@ const NnKernels kNnKernels{
     .conv2d_forward = conv_forward,
     .conv2d_backward_data = conv_backward_data,
     .conv2d_backward_filters = conv_backward_filters,
+    .activation_in_place = nullptr,  // Conv2D composes its activation
     .pool2d_forward = cuda::pool2d_forward,
     .pool2d_backward = pool_backward,
     .batch_norm_training = cuda::batch_norm_training,
