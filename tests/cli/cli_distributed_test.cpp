@@ -144,8 +144,11 @@ TEST_F(CliDistributedTrain, ARankFailingAloneEndsTheWholeJob) {
   const auto r = run_cli_under(mpirun_two(), args);
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("error: rank 0: "), std::string::npos) << r.err;
-  // Open MPI's mpirun reports the abort that ended rank 1 (without it rank 1 would wait).
-  EXPECT_NE(r.err.find("MPI_ABORT"), std::string::npos) << r.err;
+  // The failing rank ends the group (without it rank 1 would wait). mpirun's own MPI_ABORT report
+  // is not asserted: Open MPI 4 sometimes fails to print it ("ORTE_ERROR_LOG: Out of resource in
+  // file .../show_help.c"), which made this test flaky; the CLI's line comes from the rank itself.
+  EXPECT_NE(r.err.find("mixprec: rank 0 failed; ending all 2 ranks (MPI_Abort)"), std::string::npos)
+      << r.err;
 }
 
 TEST_F(CliDistributedTrain, CustomLoopUnderMpirunIsAUsageError) {

@@ -117,6 +117,10 @@ int main(int argc, char** argv) {
     code = 1;
   }
   // A rank that failed alone would leave the others waiting in a collective: end them all.
+  if (mixprec::distributed::world_size() > 1) {
+    std::fprintf(stderr, "mixprec: rank %d failed; ending all %d ranks (MPI_Abort)\n",
+                 mixprec::distributed::rank(), mixprec::distributed::world_size());
+  }
   std::fflush(stderr);
   mixprec::distributed::abort_group(code);
   return code;
