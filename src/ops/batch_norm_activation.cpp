@@ -2,9 +2,6 @@
 // (ops/batch_norm_activation.h), its autograd node, and the fusion switch.
 #include "ops/batch_norm_activation.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +9,7 @@
 #include "autograd/node.h"
 #include "backend/backend.h"
 #include "backend/nn_kernels.h"
+#include "core/env_switch.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
@@ -84,8 +82,7 @@ std::shared_ptr<BatchNormActivationBackward> make_node(BatchNormStats stats, Una
   return node;
 }
 
-// -1: follow the environment; 0 / 1: set by set_batch_norm_activation_fusion.
-std::atomic<int> g_fusion_override{-1};
+constinit core::EnvSwitch g_fusion("MIXPREC_FUSION");
 
 }  // namespace
 
@@ -97,19 +94,9 @@ std::optional<UnaryOp> fusable_activation(std::string_view activation) {
   return std::nullopt;
 }
 
-bool batch_norm_activation_fusion_enabled() {
-  const int o = g_fusion_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o == 1;
-  static const bool from_env = [] {
-    const char* v = std::getenv("MIXPREC_FUSION");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return from_env;
-}
+bool batch_norm_activation_fusion_enabled() { return g_fusion.enabled(); }
 
-void set_batch_norm_activation_fusion(std::optional<bool> enabled) {
-  g_fusion_override.store(enabled ? (*enabled ? 1 : 0) : -1, std::memory_order_relaxed);
-}
+void set_batch_norm_activation_fusion(std::optional<bool> enabled) { g_fusion.set(enabled); }
 
 BatchNormOutput batch_norm_activation_training(const Tensor& x, const Tensor& gamma,
                                                const Tensor& beta, double epsilon, UnaryOp act) {

@@ -17,32 +17,20 @@
 #include "mixprec/nn_ops.h"
 #include "support/expect_error.h"
 #include "support/gradcheck.h"
+#include "support/op_test_helpers.h"
 
 namespace mixprec {
 namespace {
 
+using testing::activation;
 using testing::all_close;
 using testing::check_low_precision;
 using testing::expect_error;
+using testing::normal;
 using testing::Tolerance;
 
 constexpr double kEps = 1e-3;
 constexpr UnaryOp kActs[] = {UnaryOp::relu, UnaryOp::relu6, UnaryOp::sigmoid, UnaryOp::silu};
-
-Tensor normal(const Shape& shape, std::uint64_t seed, double mean, double stddev,
-              DType dtype = DType::float32) {
-  Generator gen(seed);
-  return random_normal(shape, mean, stddev, {.dtype = dtype}, gen);
-}
-
-Tensor activation(UnaryOp act, const Tensor& y) {
-  switch (act) {
-    case UnaryOp::relu: return relu(y);
-    case UnaryOp::relu6: return relu6(y);
-    case UnaryOp::sigmoid: return sigmoid(y);
-    default: return silu(y);
-  }
-}
 
 std::string node_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : "leaf"; }
 

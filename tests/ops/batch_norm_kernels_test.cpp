@@ -19,31 +19,19 @@
 #include "mixprec/mixprec.h"
 #include "mixprec/nn_ops.h"
 #include "support/gradcheck.h"
+#include "support/op_test_helpers.h"
 
 namespace mixprec {
 namespace {
 
+using testing::activation;
 using testing::all_close;
+using testing::normal;
 using testing::Tolerance;
 
 constexpr double kEps = 1e-3;
 constexpr UnaryOp kActs[] = {UnaryOp::relu, UnaryOp::relu6, UnaryOp::sigmoid, UnaryOp::silu};
 constexpr DType kStorage[] = {DType::float32, DType::float16, DType::bfloat16};
-
-Tensor normal(const Shape& shape, std::uint64_t seed, double mean, double stddev,
-              DType dtype = DType::float32) {
-  Generator gen(seed);
-  return random_normal(shape, mean, stddev, {.dtype = dtype}, gen);
-}
-
-Tensor activation(UnaryOp act, const Tensor& y) {
-  switch (act) {
-    case UnaryOp::relu: return relu(y);
-    case UnaryOp::relu6: return relu6(y);
-    case UnaryOp::sigmoid: return sigmoid(y);
-    default: return silu(y);
-  }
-}
 
 std::string what(DType dtype, UnaryOp act, std::int64_t c) {
   return std::string(dtype_name(dtype)) + " " + op_name(act) + " C=" + std::to_string(c);

@@ -32,8 +32,7 @@ Result run(bool fused, UnaryOp act, const Tensor& x0, const Tensor& w0, const Te
   w.set_requires_grad(true);
   b.set_requires_grad(true);
   const Tensor y = fused ? ops::conv2d_activation(x, w, b, options, act)
-                         : (act == UnaryOp::relu ? relu(conv2d(x, w, b, options))
-                                                 : relu6(conv2d(x, w, b, options)));
+                         : testing::activation(act, conv2d(x, w, b, options));
   const Tensor dy = normal(y.shape(), 91, y.dtype());
   const auto g = grad(sum(mul(y, dy)), {x, w, b});
   return {y, g[0], g[1], g[2]};
@@ -102,8 +101,7 @@ TEST(ConvActivation, InPlaceKernelMatchesTheUnaryOps) {
     for (UnaryOp act : {UnaryOp::relu, UnaryOp::relu6}) {
       Tensor y = add(x, zeros(x.shape(), {.dtype = dtype}));  // a fresh copy
       cpu::activation_in_place(y, act);
-      expect_same_bits(y, act == UnaryOp::relu ? relu(x) : relu6(x),
-                       std::string(dtype_name(dtype)));
+      expect_same_bits(y, testing::activation(act, x), std::string(dtype_name(dtype)));
     }
   }
   testing::expect_error<Error>([] { cpu::activation_in_place(zeros({4}), UnaryOp::sigmoid); },

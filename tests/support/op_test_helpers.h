@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "backend/cpu/dnnl_context.h"
+#include "core/op_kinds.h"
 #include "mixprec/mixprec.h"
 
 namespace mixprec::testing {
@@ -14,6 +15,25 @@ inline Tensor normal(const Shape& shape, std::uint64_t seed, DType dtype = DType
                      double stddev = 1.0) {
   Generator gen(seed);
   return random_normal(shape, 0.0, stddev, {.dtype = dtype}, gen);
+}
+
+// Normal(mean, stddev) samples, likewise (inputs away from zero: batch-norm statistics tests).
+inline Tensor normal(const Shape& shape, std::uint64_t seed, double mean, double stddev,
+                     DType dtype = DType::float32) {
+  Generator gen(seed);
+  return random_normal(shape, mean, stddev, {.dtype = dtype}, gen);
+}
+
+// The unfused activation op `act` (relu, relu6, sigmoid, silu, tanh) applied to y: the reference
+// composition the fused kernels are tested against.
+inline Tensor activation(UnaryOp act, const Tensor& y) {
+  switch (act) {
+    case UnaryOp::relu: return relu(y);
+    case UnaryOp::relu6: return relu6(y);
+    case UnaryOp::sigmoid: return sigmoid(y);
+    case UnaryOp::tanh: return tanh(y);
+    default: return silu(y);
+  }
 }
 
 // Sets the oneDNN bf16 path (native or converted to float32; matmul, conv, pooling and batch norm

@@ -9,6 +9,7 @@
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/simd_convert.h"
+#include "backend/cpu/target_clones.h"
 #include "backend/kernel_math/elementwise_math.h"
 #include "core/dispatch.h"
 #include "mixprec/error.h"
@@ -17,15 +18,8 @@ namespace mixprec::cpu {
 
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MIXPREC_ACT_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), flatten))
-#else
-#define MIXPREC_ACT_CLONES
-#endif
-
 template <UnaryOp Op, typename T>
-MIXPREC_ACT_CLONES void activate_block(T* y, std::int64_t n) {
+MIXPREC_CPU_CLONES void activate_block(T* y, std::int64_t n) {
 #pragma omp simd
   for (std::int64_t i = 0; i < n; ++i) {
     simd::store(y + i, kernel_math::unary_value(Op, simd::load(y + i)));

@@ -99,8 +99,8 @@ void reference_backward(const T* dy, const T* x, Rows r,
     P* acc_g = acc;
     P* acc_gx = acc + c;
     for_each_chunk(r0, r1, c, [&](std::int64_t row, std::int64_t n) {
-      const P* px = load<P>(x + row * c, n * c, in_x.data());
-      const P* pg = load<P>(dy + row * c, n * c, in_g.data());
+      const P* px = view_or_convert(x + row * c, n * c, in_x.data());
+      const P* pg = view_or_convert(dy + row * c, n * c, in_g.data());
       for (std::int64_t i = 0; i < n; ++i) {
 #pragma omp simd
         for (std::int64_t j = 0; j < c; ++j) {
@@ -126,8 +126,8 @@ void reference_backward(const T* dy, const T* x, Rows r,
   parallel_rows(r, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<P> in_x(buffer_size(c)), in_g(buffer_size(c)), out(buffer_size(c));
     for_each_chunk(r0, r1, c, [&](std::int64_t row, std::int64_t n) {
-      const P* px = load<P>(x + row * c, n * c, in_x.data());
-      const P* pg = load<P>(dy + row * c, n * c, in_g.data());
+      const P* px = view_or_convert(x + row * c, n * c, in_x.data());
+      const P* pg = view_or_convert(dy + row * c, n * c, in_g.data());
       P* pd = output<P>(dx + row * c, out.data());
       for (std::int64_t i = 0; i < n; ++i) {
 #pragma omp simd

@@ -13,27 +13,18 @@
 #include <numeric>
 
 #include "backend/cpu/simd_convert.h"
+#include "backend/cpu/target_clones.h"
 #include "backend/cpu/vector_math.h"
 
 namespace mixprec::cpu::bn_kernels {
 
 namespace {
 
-// As vector_math.cpp: file-local, so the ifunc dispatchers are not exported. The wide clone is
-// x86-64-v4 (AVX-512 F/BW/DQ/VL), not plain avx512f: without BW/VL GCC narrows 32 -> 16 bits with
-// AVX2 pack/permute/blend sequences (bfloat16 stores ~4x slower than with vpmovdw and mask
-// registers). flatten: exp_float / sigmoid_float are plain inline functions, and where GCC leaves
-// them out of line (the float16 silu loops) the loop runs as scalar calls.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MIXPREC_BN_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), flatten))
-#define MIXPREC_BN_BASE __attribute__((flatten))
-#define MIXPREC_BN_INLINE inline __attribute__((always_inline))
-#else
-#define MIXPREC_BN_CLONES
-#define MIXPREC_BN_BASE
-#define MIXPREC_BN_INLINE inline
-#endif
+// The wide copy is target_clones.h's (AVX-512 x86-64-v4 / AVX2 / baseline); with contraction off
+// (above) its AVX2 clone rounds as the others do.
+#define MIXPREC_BN_CLONES MIXPREC_CPU_CLONES
+#define MIXPREC_BN_BASE MIXPREC_CPU_FLATTEN
+#define MIXPREC_BN_INLINE MIXPREC_CPU_ALWAYS_INLINE
 
 // relu and relu6 keep NaN (every comparison with it is false).
 template <Act A>

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "backend/cpu/contiguous_map.h"
 #include "mixprec/convert.h"
 #include "mixprec/tensor.h"
 
@@ -72,17 +73,9 @@ void for_each_chunk(std::int64_t r0, std::int64_t r1, std::int64_t c, F&& f) {
   for (std::int64_t r = r0; r < r1; r += step) f(r, std::min(step, r1 - r));
 }
 
-// The n values at src in the compute type P: src itself when it already is, else converted into
-// `buffer` (16-bit storage to float32).
-template <typename P, typename T>
-const P* load(const T* src, std::int64_t n, P* buffer) {
-  if constexpr (std::is_same_v<T, P>) {
-    return src;
-  } else {
-    convert(src, buffer, static_cast<std::size_t>(n));
-    return buffer;
-  }
-}
+// The n values at src in the compute type P: contiguous_map.h's view_or_convert (src itself when
+// it already has that type, else converted into `buffer`).
+using contiguous_detail::view_or_convert;
 
 // Where to compute n output values: dst itself when it has the compute type, else `buffer`,
 // rounded into dst by store() afterwards.
@@ -144,7 +137,7 @@ void normalize(const T* x, Rows r, const P* mean, const P* scale, const P* shift
   parallel_rows(r, [&](std::int64_t r0, std::int64_t r1) {
     std::vector<P> in(buffer_size(c)), out(buffer_size(c));
     for_each_chunk(r0, r1, c, [&](std::int64_t row, std::int64_t n) {
-      const P* px = load<P>(x + row * c, n * c, in.data());
+      const P* px = view_or_convert(x + row * c, n * c, in.data());
       P* py = output<P>(y + row * c, out.data());
       for (std::int64_t i = 0; i < n; ++i) {
         const P* xi = px + i * c;
@@ -173,7 +166,7 @@ void batch_statistics(const T* x, Rows r, P* mean, P* variance) {
   const auto sums = channel_sums<P>(r, 1, [&](std::int64_t r0, std::int64_t r1, P* acc) {
     std::vector<P> in(buffer_size(c));
     for_each_chunk(r0, r1, c, [&](std::int64_t row, std::int64_t n) {
-      const P* px = load<P>(x + row * c, n * c, in.data());
+      const P* px = view_or_convert(x + row * c, n * c, in.data());
       for (std::int64_t i = 0; i < n; ++i) {
 #pragma omp simd
         for (std::int64_t j = 0; j < c; ++j) acc[j] += px[i * c + j];
@@ -184,7 +177,7 @@ void batch_statistics(const T* x, Rows r, P* mean, P* variance) {
   const auto squares = channel_sums<P>(r, 1, [&](std::int64_t r0, std::int64_t r1, P* acc) {
     std::vector<P> in(buffer_size(c));
     for_each_chunk(r0, r1, c, [&](std::int64_t row, std::int64_t n) {
-      const P* px = load<P>(x + row * c, n * c, in.data());
+      const P* px = view_or_convert(x + row * c, n * c, in.data());
       for (std::int64_t i = 0; i < n; ++i) {
 #pragma omp simd
         for (std::int64_t j = 0; j < c; ++j) {

@@ -9,6 +9,7 @@
 #include "backend/channel_geometry.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/simd_convert.h"
+#include "backend/cpu/target_clones.h"
 #include "backend/kernel_math/elementwise_math.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
@@ -23,19 +24,11 @@ constexpr std::int64_t kSegment = 256;
 // Rows summed in the compute type before the partial sum joins the float64 total.
 constexpr std::int64_t kRowBlock = 64;
 
-// The row loops, compiled for AVX-512 (x86-64-v4: BW/VL narrow 32 -> 16 bits in registers), AVX2
-// and the baseline; the loader picks (as batch_norm_activation_kernels.cpp). File-local, so the
-// dispatchers are not exported.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define MIXPREC_CHANNEL_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), flatten))
-#else
-#define MIXPREC_CHANNEL_CLONES
-#endif
+// The row loops are compiled for AVX-512 / AVX2 / the baseline (target_clones.h).
 
 // o[j] = op(f[j], s[j]) (small_first: op(s[j], f[j])) for j < c, in float32 for 16-bit storage.
 template <BinaryOp Op, typename T>
-MIXPREC_CHANNEL_CLONES void row_op(const T* f, const T* s, T* o, std::int64_t c, bool small_first) {
+MIXPREC_CPU_CLONES void row_op(const T* f, const T* s, T* o, std::int64_t c, bool small_first) {
   if (small_first) {
 #pragma omp simd
     for (std::int64_t j = 0; j < c; ++j) {
@@ -51,7 +44,7 @@ MIXPREC_CHANNEL_CLONES void row_op(const T* f, const T* s, T* o, std::int64_t c,
 
 // partial[j] += g[j] * x[j] for j < m.
 template <typename T>
-MIXPREC_CHANNEL_CLONES void row_dot(const T* g, const T* x, std::int64_t m, float* partial) {
+MIXPREC_CPU_CLONES void row_dot(const T* g, const T* x, std::int64_t m, float* partial) {
 #pragma omp simd
   for (std::int64_t j = 0; j < m; ++j) partial[j] += simd::load(g + j) * simd::load(x + j);
 }

@@ -17,9 +17,6 @@
 #include "backend/cpu/conv.h"
 
 #include <array>
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -30,6 +27,7 @@
 #include "backend/cpu/conv_pointwise.h"
 #include "backend/cpu/depthwise_filters.h"
 #include "backend/cpu/scratch.h"
+#include "core/env_switch.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 
@@ -238,7 +236,7 @@ void execute(const ConvPrimitive& p, Pass pass, std::unordered_map<int, dnnl::me
   stream.wait();
 }
 
-std::atomic<int> g_gemm_override{-1};  // -1: the environment decides
+constinit core::EnvSwitch g_gemm_paths("MIXPREC_CONV_GEMM");
 
 bool pointwise_path(const ConvGeometry& g) {
   return conv_gemm_paths_enabled() && is_pointwise_geometry(g);
@@ -347,19 +345,9 @@ Tensor conv2d_backward_filters(const Tensor& x, const Tensor& dy, const ConvGeom
   return cpu::cast(backward_filters_dnnl(widen(x), widen(dy), g), dtype);
 }
 
-bool conv_gemm_paths_enabled() {
-  const int o = g_gemm_override.load(std::memory_order_relaxed);
-  if (o >= 0) return o == 1;
-  static const bool from_env = [] {
-    const char* v = std::getenv("MIXPREC_CONV_GEMM");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
-  return from_env;
-}
+bool conv_gemm_paths_enabled() { return g_gemm_paths.enabled(); }
 
-void set_conv_gemm_paths(std::optional<bool> enabled) {
-  g_gemm_override.store(enabled ? (*enabled ? 1 : 0) : -1, std::memory_order_relaxed);
-}
+void set_conv_gemm_paths(std::optional<bool> enabled) { g_gemm_paths.set(enabled); }
 
 PrimitiveCacheStats conv_cache_stats() { return cache().stats(); }
 

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/simd_convert.h"
+#include "backend/cpu/target_clones.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
 #include "mixprec/convert.h"
@@ -69,26 +70,23 @@ inline void accumulate_body(const T* x, std::int64_t x_step, const T* dy, std::i
   }
 }
 
-// One compiled copy per storage type, each for AVX-512 (BW/VL: 16-bit loads widen in registers),
-// AVX2 and the baseline; the loader picks the widest the CPU runs.
-#define MIXPREC_DW_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default"), flatten))
-MIXPREC_DW_CLONES void accumulate_columns(const float* x, std::int64_t x_step, const float* dy,
-                                          std::int64_t channels, std::int64_t columns,
-                                          std::int64_t count, float* acc) {
+// One compiled copy per storage type, each cloned for AVX-512 / AVX2 / the baseline
+// (target_clones.h).
+MIXPREC_CPU_CLONES void accumulate_columns(const float* x, std::int64_t x_step, const float* dy,
+                                           std::int64_t channels, std::int64_t columns,
+                                           std::int64_t count, float* acc) {
   accumulate_body(x, x_step, dy, channels, columns, count, acc);
 }
-MIXPREC_DW_CLONES void accumulate_columns(const bfloat16* x, std::int64_t x_step,
-                                          const bfloat16* dy, std::int64_t channels,
-                                          std::int64_t columns, std::int64_t count, float* acc) {
+MIXPREC_CPU_CLONES void accumulate_columns(const bfloat16* x, std::int64_t x_step,
+                                           const bfloat16* dy, std::int64_t channels,
+                                           std::int64_t columns, std::int64_t count, float* acc) {
   accumulate_body(x, x_step, dy, channels, columns, count, acc);
 }
-MIXPREC_DW_CLONES void accumulate_columns(const float16* x, std::int64_t x_step, const float16* dy,
-                                          std::int64_t channels, std::int64_t columns,
-                                          std::int64_t count, float* acc) {
+MIXPREC_CPU_CLONES void accumulate_columns(const float16* x, std::int64_t x_step, const float16* dy,
+                                           std::int64_t channels, std::int64_t columns,
+                                           std::int64_t count, float* acc) {
   accumulate_body(x, x_step, dy, channels, columns, count, acc);
 }
-#undef MIXPREC_DW_CLONES
 
 // Adds output row (n, oh)'s contributions to acc (KH * KW * C floats).
 template <typename T>

@@ -109,7 +109,9 @@ void reduce_leading(ReduceOp op, const T* x, std::int64_t outer, std::int64_t le
   const std::int64_t row_blocks =
       column_tasks >= 8 ? 1 : std::clamp<std::int64_t>(length / 256, 1, 16);
   const std::int64_t rows_per_block = (length + row_blocks - 1) / row_blocks;
-  std::vector<double> partial(static_cast<std::size_t>(column_tasks * row_blocks * kChunk));
+  // One result slot of `width` values per task (a chunk of kChunk columns at most).
+  const std::int64_t width = std::min(kChunk, cols);
+  std::vector<double> partial(static_cast<std::size_t>(column_tasks * row_blocks * width));
   parallel_for(column_tasks * row_blocks, outer * length * cols >= kParallelThreshold,
                [&](std::int64_t task) {
                  const std::int64_t t = task / row_blocks, b = task % row_blocks;
@@ -117,17 +119,16 @@ void reduce_leading(ReduceOp op, const T* x, std::int64_t outer, std::int64_t le
                  const std::int64_t r0 = std::min(length, b * rows_per_block);
                  const std::int64_t r1 = std::min(length, r0 + rows_per_block);
                  reduce_column_block(op, x + o * length * cols, cols, r0, r1, start,
-                                     std::min(kChunk, cols - start),
-                                     partial.data() + task * kChunk);
+                                     std::min(kChunk, cols - start), partial.data() + task * width);
                });
   for (std::int64_t t = 0; t < column_tasks; ++t) {
     const std::int64_t o = t / col_chunks, start = (t % col_chunks) * kChunk;
     const std::int64_t n = std::min(kChunk, cols - start);
-    const double* first = partial.data() + t * row_blocks * kChunk;
+    const double* first = partial.data() + t * row_blocks * width;
     for (std::int64_t i = 0; i < n; ++i) {
       double v = first[i];
       for (std::int64_t b = 1; b < row_blocks; ++b) {
-        const double w = first[b * kChunk + i];
+        const double w = first[b * width + i];
         v = op == ReduceOp::sum ? v + w : combine<double>(op, v, w);
       }
       if (op == ReduceOp::sum) v *= scale;
