@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/matmul_long_inner.h"
 #include "backend/cpu/matmul_reference.h"
 #include "core/allocator.h"
 #include "support/gradcheck.h"
@@ -294,6 +295,46 @@ TEST(MatmulForward, NativeAndConvertedBfloat16Agree) {
   EXPECT_TRUE(matches_reference(converted, a, b));
   // Both are the float32-accumulated product rounded once: at most one bfloat16 ulp apart.
   EXPECT_TRUE(testing::all_close(native, converted, {std::ldexp(1.0, -7), 1e-30}));
+}
+
+// x^T . dy with a long inner extent and a small result (a filter gradient) runs as oneDNN's
+// inner-product backward weights (matmul_long_inner.h): the same product, within the float32
+// accumulation bound, in float32 and bfloat16 and with a float32 result of bfloat16 operands.
+TEST(MatmulForward, LongInnerExtentFilterGradientMatchesReference) {
+  struct Case {
+    std::int64_t k, m, n;
+  };
+  const std::vector<Case> cases = {{32768, 32, 16}, {2048, 144, 40}, {5000, 7, 3}};
+  std::uint64_t seed = 500;
+  for (DType dtype : {DType::float32, DType::bfloat16}) {
+    for (const Case& c : cases) {
+      const bool taken = cpu::takes_long_inner(dtype, c.m, c.n, c.k);
+      if (dtype == DType::bfloat16 && !cpu::cpu_has_native_bf16()) {
+        EXPECT_FALSE(taken);
+      } else {
+        EXPECT_TRUE(taken) << c.k;
+      }
+      const Tensor x = normal({c.k, c.m}, seed++).to(dtype);
+      const Tensor dy = normal({c.k, c.n}, seed++, 1.0 / std::sqrt(double(c.k))).to(dtype);
+      const Tensor dw = cpu::matmul(x, dy, T, N);
+      EXPECT_EQ(dw.shape(), (Shape{c.m, c.n}));
+      EXPECT_TRUE(matches_reference(dw, x, dy, T, N)) << dtype_name(dtype) << " K " << c.k;
+      if (dtype == DType::bfloat16) {
+        const Tensor wide = cpu::matmul(x, dy, T, N, DType::float32);
+        EXPECT_EQ(wide.dtype(), DType::float32);
+        EXPECT_EQ(wide.to(dtype).to_vector<double>(), dw.to_vector<double>());
+        EXPECT_TRUE(matches_reference(wide.to(DType::float32), x.to(DType::float32),
+                                      dy.to(DType::float32), T, N));
+      }
+    }
+  }
+  // Outside the range (a short K, a large result, float16): the matmul paths.
+  EXPECT_FALSE(cpu::takes_long_inner(DType::float32, 32, 16, 2047));
+  EXPECT_FALSE(cpu::takes_long_inner(DType::float32, 256, 256, 32768));
+  EXPECT_FALSE(cpu::takes_long_inner(DType::float16, 32, 16, 32768));
+  // Bad input is refused with a message, not computed.
+  Tensor wrong = zeros({3, 16});
+  EXPECT_THROW(cpu::long_inner_product(normal({4096, 32}, 1), normal({4096, 16}, 2), wrong), Error);
 }
 
 TEST(MatmulForward, EmptyOperands) {

@@ -13,6 +13,7 @@
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/matmul_long_inner.h"
 #include "backend/cpu/scratch.h"
 #include "core/tensor_impl.h"
 #include "mixprec/convert.h"
@@ -313,6 +314,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb, DTyp
   if (out.numel() == 0) return out;
   if (la.cols() == 0) {  // an empty sum: all zeros (all-zero bits in every floating dtype)
     std::memset(out.data_ptr(), 0, out.nbytes());
+    return out;
+  }
+  if (a.rank() == 2 && ta == Transpose::yes && tb == Transpose::no && a.is_contiguous() &&
+      b.is_contiguous() && takes_long_inner(dtype, la.rows(), lb.cols(), la.cols())) {
+    // x^T . dy, a filter gradient: matmul_long_inner.h.
+    long_inner_product(a, b, out);
     return out;
   }
   const Operand pa = prepare(a, ta), pb = prepare(b, tb);
