@@ -74,10 +74,23 @@ Tensor initial_gradient(const Tensor& output, const Tensor& output_gradient, con
 // handle, no view, not saved by a node, not the other operand): the gradient a fan-out sums. The
 // gradient an add passes to both of its inputs is one tensor with two handles, so it is never
 // written in place while the other branch can still read it.
+// Whether `t` repeats values along some axis (stride 0 with extent > 1): a gradient that a
+// reduction's backward passes as a broadcast view of its small gradient.
+bool broadcast_view(const Tensor& t) {
+  for (int i = 0; i < t.rank(); ++i) {
+    if (t.dim(i) > 1 && t.strides()[static_cast<std::size_t>(i)] == 0) return true;
+  }
+  return false;
+}
+
+// A gradient as a node or a caller receives it: dense where it is a broadcast view.
+Tensor dense(Tensor g) { return broadcast_view(g) ? g.contiguous() : std::move(g); }
+
 Tensor accumulate(Tensor acc, const Tensor& g) {
   const auto accumulate_gradient = backend_for(acc.device()).nn->accumulate_gradient;
-  if (accumulate_gradient != nullptr && autograd::sole_handle(acc) && g.is_contiguous() &&
-      acc.shape() == g.shape() && acc.dtype() == g.dtype() && acc.device() == g.device() &&
+  if (accumulate_gradient != nullptr && autograd::sole_handle(acc) &&
+      (g.is_contiguous() || broadcast_view(g)) && acc.shape() == g.shape() &&
+      acc.dtype() == g.dtype() && acc.device() == g.device() &&
       acc.impl()->storage != g.impl()->storage) {
     accumulate_gradient(acc, g);
     return acc;
@@ -104,7 +117,7 @@ void run_backward(const Tensor& output, const Tensor& output_gradient, RetainGra
   for (Node* node : topological_order(root.get())) {
     auto it = pending.find(node);
     if (it == pending.end()) continue;  // no gradient reached it (all contributions undefined)
-    Tensor grad = std::move(it->second);
+    Tensor grad = dense(std::move(it->second));
     pending.erase(it);
     if (grad.shape() != node->output_shape || grad.dtype() != node->output_dtype) {
       throw AutogradError("internal: " + node->name() + " received a gradient " +

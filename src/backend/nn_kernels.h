@@ -219,8 +219,9 @@ struct NnKernels {
   // and dtype.
   Tensor (*channel_gate_backward)(const Tensor& g, const Tensor& full, const Shape& small_shape);
   // Capability (null: autograd adds out of place). acc += g in place, for autograd's gradient
-  // accumulation into a sum that nothing else holds: one shape and floating dtype, both
-  // contiguous, not overlapping.
+  // accumulation into a sum that nothing else holds: one shape and floating dtype, acc contiguous,
+  // g contiguous or a broadcast view (stride 0 along some axes: a reduction's gradient), not
+  // overlapping.
   void (*accumulate_gradient)(const Tensor& acc, const Tensor& g);
 
   // ---- images (NHWC) ----

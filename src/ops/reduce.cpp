@@ -56,7 +56,10 @@ struct SumBackward final : autograd::Node {
                  ? cast(mul(cast(grad, DType::float32), scale), grad.dtype())
                  : mul(grad, scale);
     }
-    return {broadcast_to(grad, input_shape).contiguous()};
+    // A broadcast view (stride 0 along the reduced axes), not a copy: autograd adds it in place
+    // into the gradient of a fan-out (the squeeze-and-excitation input gets the gate's gradient
+    // and this one) and makes it dense only for a node that receives it as its own.
+    return {broadcast_to(grad, input_shape)};
   }
   std::string name() const override { return scale == 1.0 ? "SumBackward" : "MeanBackward"; }
 };

@@ -1,7 +1,8 @@
 // The residual add's backward and autograd's gradient accumulation: the add hands the one incoming
 // gradient to both inputs (no copy); a fan-out's sum is written in place into a gradient that
 // nothing else holds (the CPU's accumulate_gradient), and never into one that the other input of
-// an add can still read.
+// an add can still read; a mean's gradient travels as a broadcast view, added in place without
+// being made dense, and dense wherever a node or a caller receives it.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -12,6 +13,7 @@
 #include "backend/nn_kernels.h"
 #include "mixprec/layers/merge.h"
 #include "mixprec/mixprec.h"
+#include "support/gradcheck.h"
 
 namespace mixprec {
 namespace {
@@ -116,6 +118,77 @@ TEST(GradientAccumulationTest, CpuKernelAddsInPlaceInEveryFloatingDtype) {
     accumulate(acc, g);
     EXPECT_EQ(acc.data_ptr(), before);
     EXPECT_EQ(acc.to_vector<double>(), expected.to_vector<double>());
+  }
+}
+
+// The squeeze-and-excitation pattern: x feeds a spatial mean (the squeeze) and a product with a
+// per-channel gate. x's gradient is the product's gradient plus the mean's broadcast one: against
+// the same sum computed by hand, in every floating dtype, whichever term arrives first.
+TEST(GradientAccumulationTest, MeanGradientIsAddedAsABroadcast) {
+  for (DType dtype : {kFloat32, kFloat64, kBFloat16, kFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    Generator gen(7);
+    const Tensor x0 = random_normal({2, 3, 4, 5}, 0.0, 1.0, {.dtype = dtype}, gen);
+    const Tensor gate = random_uniform({2, 1, 1, 5}, 0.0, 1.0, {.dtype = dtype}, gen);
+    const Tensor w = random_normal({2, 3, 4, 5}, 0.0, 1.0, {.dtype = dtype}, gen);
+    const Tensor v = random_normal({2, 1, 1, 5}, 0.0, 1.0, {.dtype = dtype}, gen);
+    for (bool mean_first : {true, false}) {
+      Tensor x = x0.detach();
+      x.set_requires_grad(true);
+      const Tensor gated = sum(mul(mul(x, gate), w));
+      const Tensor squeezed = sum(mul(mean(x, {1, 2}, KeepDims::yes), v));
+      const Tensor loss = mean_first ? add(squeezed, gated) : add(gated, squeezed);
+      const Tensor g = grad(loss, {x})[0];
+      EXPECT_TRUE(g.is_contiguous());
+      // gate * w + v / 12 per element, each term rounded as the ops round it.
+      const Tensor expected = add(mul(w, gate), broadcast_to(mul(v, 1.0 / 12.0), x.shape()));
+      // One rounding of the sum in the 16-bit dtypes, whose terms the reference rounds too.
+      const double tol = dtype == kFloat32 || dtype == kFloat64 ? 1e-6 : 1e-2;
+      EXPECT_TRUE(testing::all_close(g, expected, {tol, tol}));
+    }
+  }
+}
+
+// A mean's gradient that reaches a node (or the caller) alone is dense there.
+TEST(GradientAccumulationTest, AMeanGradientReceivedAloneIsDense) {
+  Generator gen(3);
+  Tensor x = random_normal({2, 3, 4, 5}, 0.0, 1.0, {}, gen);
+  x.set_requires_grad(true);
+  const Tensor g = grad(sum(mean(x, {1, 2}, KeepDims::yes)), {x})[0];
+  EXPECT_TRUE(g.is_contiguous());
+  EXPECT_EQ(g.to_vector<double>(), std::vector<double>(120, static_cast<float>(1.0 / 12.0)));
+  // Through a node: exp's backward multiplies its (dense) gradient by exp(x).
+  Tensor y = zeros({3, 4});
+  y.set_requires_grad(true);
+  const Tensor gy = grad(sum(mean(exp(y), {0})), {y})[0];
+  EXPECT_EQ(gy.to_vector<double>(), std::vector<double>(12, static_cast<float>(1.0 / 3.0)));
+  // A leaf's .grad() is dense too.
+  Tensor z = zeros({4, 6});
+  z.set_requires_grad(true);
+  sum(mean(z, {0})).backward();
+  EXPECT_TRUE(z.grad().is_contiguous());
+  EXPECT_EQ(z.grad().to_vector<double>(), std::vector<double>(24, 0.25));
+}
+
+// The CPU kernel adds a broadcast view in place: per channel (the gate's shape) and along other
+// axes (the strided loop).
+TEST(GradientAccumulationTest, CpuKernelAddsABroadcastViewInPlace) {
+  const auto accumulate = backend_for(Device::cpu()).nn->accumulate_gradient;
+  ASSERT_NE(accumulate, nullptr);
+  for (DType dtype : {kFloat32, kBFloat16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    for (const Shape& small : {Shape{2, 1, 1, 40}, Shape{2, 7, 1, 1}, Shape{1, 7, 9, 1}}) {
+      const Tensor acc =
+          arange(0.0, 2.0 * 7 * 9 * 40, 1.0, {.dtype = kFloat32}).to(dtype).reshape({2, 7, 9, 40});
+      const Tensor part = arange(0.0, static_cast<double>(small.numel()), 1.0).to(dtype);
+      const Tensor g = broadcast_to(part.reshape(small), acc.shape());
+      ASSERT_FALSE(g.is_contiguous());
+      const Tensor expected = add(acc, g);
+      const void* before = acc.data_ptr();
+      accumulate(acc, g);
+      EXPECT_EQ(acc.data_ptr(), before);
+      EXPECT_EQ(acc.to_vector<double>(), expected.to_vector<double>()) << small.to_string();
+    }
   }
 }
 

@@ -11,7 +11,8 @@ namespace mixprec::cpu {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 
 // acc += g in place (autograd's gradient accumulation where acc has no other owner): one floating
-// dtype and shape, both contiguous, not overlapping; computed in float and rounded once.
+// dtype and shape, acc contiguous, g contiguous or a broadcast view (stride 0 along some axes),
+// not overlapping; computed in float and rounded once.
 void accumulate_into(const Tensor& acc, const Tensor& g);
 
 }  // namespace mixprec::cpu
