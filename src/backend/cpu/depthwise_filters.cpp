@@ -137,32 +137,49 @@ MIXPREC_CPU_ALWAYS_INLINE void edge_column(float (&a)[KW][B], const T* x_row, co
   }
 }
 
-// The register-blocked loop for one input row x_row (kh fixed), output row dy_row and the B
-// channels at x_row / dy_row / acc (offset by the block's first channel): a[kw] holds tap kw's
-// sums over the columns; an interior column loads each dy vector once for its KW taps.
+// One block's output rows [r0, r1) (r = n * out_h + oh) and the filter row kh they are summed
+// for. input_row(r) is the input row that output row r reads at this kh, or -1 in the padding.
+struct RowSpan {
+  std::int64_t kh = 0, r0 = 0, r1 = 0;
+  std::int64_t input_row(const ConvGeometry& g, std::int64_t r) const {
+    const std::int64_t n = r / g.out_h, oh = r % g.out_h;
+    const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
+    return ih < 0 || ih >= g.in_h ? -1 : n * g.in_h + ih;
+  }
+};
+
+// The register-blocked loop for the rows of `rows` at filter row kh and the B channels at x / dy
+// / acc (offset by the block's first channel): a[kw] holds tap kw's sums over all the rows and
+// columns; an interior column loads each dy vector once for its KW taps.
 template <typename T, int KW, int S, int B>
-MIXPREC_CPU_ALWAYS_INLINE void blocked_taps(const T* x_row, const T* dy_row, const ConvGeometry& g,
-                                            const RowPlan& p, float* acc) {
+MIXPREC_CPU_ALWAYS_INLINE void blocked_taps(const T* x, const T* dy, const ConvGeometry& g,
+                                            const RowPlan& p, const RowSpan& rows, float* acc) {
   const std::int64_t C = g.in_channels;
   float a[KW][B];
   for (int kw = 0; kw < KW; ++kw) {
     for (int c = 0; c < B; ++c) a[kw][c] = acc[kw * C + c];
   }
-  for (std::int64_t ow = 0; ow < p.lo; ++ow) {
-    edge_column<T, KW, B>(a, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C);
-  }
-  for (std::int64_t ow = p.lo; ow < p.hi; ++ow) {
-    const T* xp = x_row + (ow * S - g.pad_left) * C;
-    const T* dp = dy_row + ow * C;
-#pragma omp simd
-    for (int c = 0; c < B; ++c) {
-      const float d = simd::load(dp + c);
-#pragma GCC unroll 8
-      for (int kw = 0; kw < KW; ++kw) a[kw][c] += simd::load(xp + kw * C + c) * d;
+  for (std::int64_t r = rows.r0; r < rows.r1; ++r) {
+    const std::int64_t in_row = rows.input_row(g, r);
+    if (in_row < 0) continue;  // zero padding
+    const T* x_row = x + in_row * g.in_w * C;
+    const T* dy_row = dy + r * g.out_w * C;
+    for (std::int64_t ow = 0; ow < p.lo; ++ow) {
+      edge_column<T, KW, B>(a, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C);
     }
-  }
-  for (std::int64_t ow = p.hi; ow < g.out_w; ++ow) {
-    edge_column<T, KW, B>(a, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C);
+    for (std::int64_t ow = p.lo; ow < p.hi; ++ow) {
+      const T* xp = x_row + (ow * S - g.pad_left) * C;
+      const T* dp = dy_row + ow * C;
+#pragma omp simd
+      for (int c = 0; c < B; ++c) {
+        const float d = simd::load(dp + c);
+#pragma GCC unroll 8
+        for (int kw = 0; kw < KW; ++kw) a[kw][c] += simd::load(xp + kw * C + c) * d;
+      }
+    }
+    for (std::int64_t ow = p.hi; ow < g.out_w; ++ow) {
+      edge_column<T, KW, B>(a, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C);
+    }
   }
   for (int kw = 0; kw < KW; ++kw) {
     for (int c = 0; c < B; ++c) acc[kw * C + c] = a[kw][c];
@@ -171,56 +188,65 @@ MIXPREC_CPU_ALWAYS_INLINE void blocked_taps(const T* x_row, const T* dy_row, con
 
 // blocked_taps over the channel blocks of width B from c_begin; returns the first channel left.
 template <typename T, int KW, int S, int B>
-MIXPREC_CPU_ALWAYS_INLINE std::int64_t blocked_range(const T* x_row, const T* dy_row,
-                                                     const ConvGeometry& g, const RowPlan& p,
+MIXPREC_CPU_ALWAYS_INLINE std::int64_t blocked_range(const T* x, const T* dy, const ConvGeometry& g,
+                                                     const RowPlan& p, const RowSpan& rows,
                                                      std::int64_t c_begin, float* acc) {
   std::int64_t c0 = c_begin;
   for (; c0 + B <= g.in_channels; c0 += B) {
-    blocked_taps<T, KW, S, B>(x_row + c0, dy_row + c0, g, p, acc + c0);
+    blocked_taps<T, KW, S, B>(x + c0, dy + c0, g, p, rows, acc + c0);
   }
   return c0;
 }
 
+// The channel blocks: 64 channels (12 sums in registers) at width 3, 32 (10 sums) at width 5,
+// then one of 32 and one of 16 for what is left; returns the first channel left.
 template <typename T, int KW, int S>
-MIXPREC_CPU_ALWAYS_INLINE std::int64_t blocked_channels(const T* x_row, const T* dy_row,
+MIXPREC_CPU_ALWAYS_INLINE std::int64_t blocked_channels(const T* x, const T* dy,
                                                         const ConvGeometry& g, const RowPlan& p,
-                                                        float* acc) {
+                                                        const RowSpan& rows, float* acc) {
   constexpr int kWide = KW == 3 ? 2 * kWideBlock : kWideBlock;
-  std::int64_t c0 = blocked_range<T, KW, S, kWide>(x_row, dy_row, g, p, 0, acc);
-  if constexpr (kWide > kWideBlock)
-    c0 = blocked_range<T, KW, S, kWideBlock>(x_row, dy_row, g, p, c0, acc);
-  return blocked_range<T, KW, S, kNarrowBlock>(x_row, dy_row, g, p, c0, acc);
+  std::int64_t c0 = blocked_range<T, KW, S, kWide>(x, dy, g, p, rows, 0, acc);
+  if constexpr (kWide > kWideBlock) {
+    c0 = blocked_range<T, KW, S, kWideBlock>(x, dy, g, p, rows, c0, acc);
+  }
+  return blocked_range<T, KW, S, kNarrowBlock>(x, dy, g, p, rows, c0, acc);
 }
 
-// Adds one (input row, output row) pair's contributions for one kh to acc (KW * C floats): the
-// register-blocked loop where the plan has one, the generic loop for the rest.
+// Adds the contributions of the rows of `rows` at filter row rows.kh to acc (that kh's KW * C
+// sums): the register-blocked loop where the plan has one, the generic loop for the rest.
 template <typename T>
-MIXPREC_CPU_ALWAYS_INLINE void row_body(const T* x_row, const T* dy_row, const ConvGeometry& g,
-                                        const RowPlan& p, float* acc) {
+MIXPREC_CPU_ALWAYS_INLINE void rows_body(const T* x, const T* dy, const ConvGeometry& g,
+                                         const RowPlan& p, const RowSpan& rows, float* acc) {
   std::int64_t c0 = 0;
   switch (p.kind) {
-    case 31: c0 = blocked_channels<T, 3, 1>(x_row, dy_row, g, p, acc); break;
-    case 32: c0 = blocked_channels<T, 3, 2>(x_row, dy_row, g, p, acc); break;
-    case 51: c0 = blocked_channels<T, 5, 1>(x_row, dy_row, g, p, acc); break;
-    case 52: c0 = blocked_channels<T, 5, 2>(x_row, dy_row, g, p, acc); break;
+    case 31: c0 = blocked_channels<T, 3, 1>(x, dy, g, p, rows, acc); break;
+    case 32: c0 = blocked_channels<T, 3, 2>(x, dy, g, p, rows, acc); break;
+    case 51: c0 = blocked_channels<T, 5, 1>(x, dy, g, p, rows, acc); break;
+    case 52: c0 = blocked_channels<T, 5, 2>(x, dy, g, p, rows, acc); break;
     default: break;
   }
-  if (c0 < g.in_channels) generic_taps(x_row, dy_row, g, c0, acc);
+  if (c0 >= g.in_channels) return;
+  for (std::int64_t r = rows.r0; r < rows.r1; ++r) {
+    const std::int64_t in_row = rows.input_row(g, r);
+    if (in_row < 0) continue;  // zero padding
+    generic_taps(x + in_row * g.in_w * g.in_channels, dy + r * g.out_w * g.in_channels, g, c0, acc);
+  }
 }
 
 // One compiled copy per storage type, each cloned for AVX-512 / AVX2 / the baseline
 // (target_clones.h).
-MIXPREC_CPU_CLONES void accumulate_taps(const float* x_row, const float* dy_row,
-                                        const ConvGeometry& g, const RowPlan& p, float* acc) {
-  row_body(x_row, dy_row, g, p, acc);
+MIXPREC_CPU_CLONES void accumulate_rows(const float* x, const float* dy, const ConvGeometry& g,
+                                        const RowPlan& p, const RowSpan& rows, float* acc) {
+  rows_body(x, dy, g, p, rows, acc);
 }
-MIXPREC_CPU_CLONES void accumulate_taps(const bfloat16* x_row, const bfloat16* dy_row,
-                                        const ConvGeometry& g, const RowPlan& p, float* acc) {
-  row_body(x_row, dy_row, g, p, acc);
+MIXPREC_CPU_CLONES void accumulate_rows(const bfloat16* x, const bfloat16* dy,
+                                        const ConvGeometry& g, const RowPlan& p,
+                                        const RowSpan& rows, float* acc) {
+  rows_body(x, dy, g, p, rows, acc);
 }
-MIXPREC_CPU_CLONES void accumulate_taps(const float16* x_row, const float16* dy_row,
-                                        const ConvGeometry& g, const RowPlan& p, float* acc) {
-  row_body(x_row, dy_row, g, p, acc);
+MIXPREC_CPU_CLONES void accumulate_rows(const float16* x, const float16* dy, const ConvGeometry& g,
+                                        const RowPlan& p, const RowSpan& rows, float* acc) {
+  rows_body(x, dy, g, p, rows, acc);
 }
 
 // out[i] = the sum over blocks b (in order) of partial[b * size + i] for i in [begin, end),
@@ -255,22 +281,17 @@ MIXPREC_CPU_CLONES void sum_blocks(const float* partial, std::int64_t size, std:
   sum_body(partial, size, blocks, begin, end, out);
 }
 
-// Block b's partial: zeroed, then the rows of block b added in order.
+// Block b's partial: zeroed, then the rows of block b added in order (filter row by filter row:
+// every sum still adds its rows, and each row's columns, in increasing order).
 template <typename T>
 void accumulate_block(const T* x, const T* dy, const ConvGeometry& g, const RowPlan& p,
                       std::int64_t b, std::int64_t blocks, float* acc) {
   const std::int64_t rows = g.batch * g.out_h;
-  const std::int64_t C = g.in_channels;
-  std::fill(acc, acc + g.kernel_h * g.kernel_w * C, 0.0f);
-  for (std::int64_t r = b * rows / blocks; r < (b + 1) * rows / blocks; ++r) {
-    const std::int64_t n = r / g.out_h, oh = r % g.out_h;
-    const T* dy_row = dy + r * g.out_w * C;
-    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
-      const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
-      if (ih < 0 || ih >= g.in_h) continue;  // zero padding
-      const T* x_row = x + (n * g.in_h + ih) * g.in_w * C;
-      accumulate_taps(x_row, dy_row, g, p, acc + kh * g.kernel_w * C);
-    }
+  const std::int64_t taps = g.kernel_w * g.in_channels;
+  std::fill(acc, acc + g.kernel_h * taps, 0.0f);
+  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    const RowSpan span{kh, b * rows / blocks, (b + 1) * rows / blocks};
+    accumulate_rows(x, dy, g, p, span, acc + kh * taps);
   }
 }
 
