@@ -28,6 +28,10 @@ namespace {
 // At most this many blocks of (n, oh) rows: a fixed partition (it depends on the geometry only),
 // so the block sums, added in block order, do not depend on the thread count.
 constexpr std::int64_t kMaxBlocks = 16;
+// At least this many output columns (rows * out_w) per block, so that zeroing and summing a
+// block's partial (KH * KW * C floats) stays small next to its multiply-adds (up to KH * KW * C per
+// column): EfficientNet's 2x2 rows would otherwise zero and sum 16 partials of 4 rows each.
+constexpr std::int64_t kMinColumnsPerBlock = 64;
 // Parallel only when there is enough work to pay for the threads (multiply-adds).
 constexpr std::int64_t kParallelWork = std::int64_t{1} << 15;
 // Channels per register block of the generic loop.
@@ -138,13 +142,20 @@ MIXPREC_CPU_ALWAYS_INLINE void edge_column(float (&a)[KW][B], const T* x_row, co
 }
 
 // One block's output rows [r0, r1) (r = n * out_h + oh) and the filter row kh they are summed
-// for. input_row(r) is the input row that output row r reads at this kh, or -1 in the padding.
+// for. for_each calls body(r, input row n * in_h + ih) for the rows whose ih at this kh is inside
+// the input (stepping n and oh, no division per row).
 struct RowSpan {
   std::int64_t kh = 0, r0 = 0, r1 = 0;
-  std::int64_t input_row(const ConvGeometry& g, std::int64_t r) const {
-    const std::int64_t n = r / g.out_h, oh = r % g.out_h;
-    const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
-    return ih < 0 || ih >= g.in_h ? -1 : n * g.in_h + ih;
+  template <typename Body>
+  MIXPREC_CPU_ALWAYS_INLINE void for_each(const ConvGeometry& g, Body&& body) const {
+    if (r0 >= r1) return;
+    std::int64_t n = r0 / g.out_h, oh = r0 % g.out_h;
+    const std::int64_t offset = kh * g.dilation_h - g.pad_top;  // ih = oh * stride_h + offset
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t ih = oh * g.stride_h + offset;
+      if (ih >= 0 && ih < g.in_h) body(r, n * g.in_h + ih);  // else zero padding
+      if (++oh == g.out_h) oh = 0, ++n;
+    }
   }
 };
 
@@ -159,9 +170,7 @@ MIXPREC_CPU_ALWAYS_INLINE void blocked_taps(const T* x, const T* dy, const ConvG
   for (int kw = 0; kw < KW; ++kw) {
     for (int c = 0; c < B; ++c) a[kw][c] = acc[kw * C + c];
   }
-  for (std::int64_t r = rows.r0; r < rows.r1; ++r) {
-    const std::int64_t in_row = rows.input_row(g, r);
-    if (in_row < 0) continue;  // zero padding
+  rows.for_each(g, [&](std::int64_t r, std::int64_t in_row) {
     const T* x_row = x + in_row * g.in_w * C;
     const T* dy_row = dy + r * g.out_w * C;
     for (std::int64_t ow = 0; ow < p.lo; ++ow) {
@@ -180,7 +189,7 @@ MIXPREC_CPU_ALWAYS_INLINE void blocked_taps(const T* x, const T* dy, const ConvG
     for (std::int64_t ow = p.hi; ow < g.out_w; ++ow) {
       edge_column<T, KW, B>(a, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C);
     }
-  }
+  });
   for (int kw = 0; kw < KW; ++kw) {
     for (int c = 0; c < B; ++c) acc[kw * C + c] = a[kw][c];
   }
@@ -226,11 +235,9 @@ MIXPREC_CPU_ALWAYS_INLINE void rows_body(const T* x, const T* dy, const ConvGeom
     default: break;
   }
   if (c0 >= g.in_channels) return;
-  for (std::int64_t r = rows.r0; r < rows.r1; ++r) {
-    const std::int64_t in_row = rows.input_row(g, r);
-    if (in_row < 0) continue;  // zero padding
+  rows.for_each(g, [&](std::int64_t r, std::int64_t in_row) {
     generic_taps(x + in_row * g.in_w * g.in_channels, dy + r * g.out_w * g.in_channels, g, c0, acc);
-  }
+  });
 }
 
 // One compiled copy per storage type, each cloned for AVX-512 / AVX2 / the baseline
@@ -299,7 +306,8 @@ template <typename T>
 void backward_filters(const T* x, const T* dy, T* dw, const ConvGeometry& g) {
   const std::int64_t rows = g.batch * g.out_h;
   const std::int64_t size = g.kernel_h * g.kernel_w * g.in_channels;
-  const std::int64_t blocks = std::max<std::int64_t>(std::min(rows, kMaxBlocks), 1);
+  const std::int64_t blocks =
+      std::max<std::int64_t>(1, std::min({rows * g.out_w / kMinColumnsPerBlock, rows, kMaxBlocks}));
   // The partials come from the host allocator's block cache (no page faults in the steady state);
   // each is zeroed by the thread that fills it.
   Tensor scratch = core::make_tensor(Shape{blocks * size}, DType::float32, Device::cpu());
