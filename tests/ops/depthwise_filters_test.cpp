@@ -140,12 +140,13 @@ TEST(DepthwiseFilters, RegisterBlockedPathsMatchReference) {
 }
 
 // Rows too narrow for an interior column (every column is an edge column, some taps of each read
-// padding), one column, and the channel counts below the narrow block (generic loop only).
+// padding), one column (also narrower than the left padding), and channel counts below the narrow
+// block (generic loop only).
 TEST(DepthwiseFilters, NarrowRowsAndFewChannelsMatchReference) {
   const std::vector<DwCase> cases = {
       {3, 4, 2, 48, 5, 1, true}, {2, 3, 3, 40, 5, 2, true}, {2, 5, 1, 20, 3, 1, true},
       {2, 4, 4, 96, 5, 1, true}, {2, 6, 5, 35, 3, 2, true}, {2, 6, 6, 15, 3, 1, true},
-      {2, 6, 7, 8, 5, 2, false},
+      {2, 6, 7, 8, 5, 2, false}, {2, 4, 1, 24, 5, 1, true}, {1, 3, 1, 16, 5, 2, true},
   };
   std::uint64_t seed = 3000;
   for (const DwCase& c : cases) {

@@ -4,10 +4,11 @@
 // order in parallel over the filter elements.
 //
 // The common geometries (kernel width 3 or 5, stride 1 or 2, dilation 1: EfficientNet, MobileNet)
-// run a register-blocked loop: for one output row, one kh and a block of channels, all KW taps'
-// sums stay in registers over the columns and each dy vector is loaded once for the KW taps. Every
-// other geometry, and channels left over after the blocks, run the generic loop (one tap at a
-// time). Both add the columns of every sum in increasing order.
+// run a register-blocked loop: for one kh and a block of channels, all KW taps' sums stay in
+// registers over all rows and columns of a block of rows, and each dy vector of an interior column
+// is loaded once for the KW taps. Every other geometry, and channels left over after the blocks,
+// run the generic loop (one tap at a time). Both add every sum's rows, and each row's columns, in
+// increasing order.
 #include "backend/cpu/depthwise_filters.h"
 
 #include <algorithm>
@@ -72,7 +73,7 @@ RowPlan plan_rows(const ConvGeometry& g) {
   const bool stride = g.stride_w == 1 || g.stride_w == 2;
   if (!width || !stride || g.dilation_w != 1 || g.in_channels < kNarrowBlock) return p;
   p.kind = static_cast<int>(g.kernel_w * 10 + g.stride_w);
-  p.lo = valid_columns(g, 0).lo;
+  p.lo = std::min(valid_columns(g, 0).lo, g.out_w);  // a row narrower than the padding: all edge
   p.hi = std::max(p.lo, valid_columns(g, g.kernel_w - 1).hi);
   return p;
 }
