@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -85,44 +86,124 @@ double unit_roundoff(DType dtype) {
   return ::testing::AssertionSuccess();
 }
 
+// cpu::conv2d_backward_filters (which dispatches to the depthwise kernel) on case c in every dtype
+// against the float64 reference, and the 16-bit results against the float32 kernel on the widened
+// values rounded once (the same sums in the same order).
+void check_against_reference(const DwCase& c, std::uint64_t seed) {
+  const ConvGeometry g = geometry(c);
+  ASSERT_TRUE(cpu::is_depthwise_geometry(g));
+  const Tensor x32 = normal({c.n, c.h, c.w, c.c}, seed);
+  const Tensor dy32 = normal({c.n, g.out_h, g.out_w, c.c}, seed + 1);
+  for (DType dtype : {DType::float32, DType::bfloat16, DType::float16}) {
+    const Tensor x = x32.to(dtype), dy = dy32.to(dtype);
+    const Tensor x64 = x.to(DType::float64), dy64 = dy.to(DType::float64);
+    const Tensor exact = cpu::conv2d_reference_backward_filters(x64, dy64, g);
+    const Tensor mag = cpu::conv2d_reference_backward_filters(abs(x64), abs(dy64), g);
+    const Tensor got = cpu::conv2d_backward_filters(x, dy, g);
+    ASSERT_EQ(got.dtype(), dtype);
+    ASSERT_EQ(got.shape(), (Shape{c.k, c.k, 1, c.c}));
+    const double terms = double(c.n * g.out_h * g.out_w);
+    EXPECT_TRUE(within_bound(got, exact, mag, terms)) << dtype_name(dtype) << " " << c.label();
+    if (dtype != DType::float32) {
+      const Tensor wide =
+          cpu::depthwise_backward_filters(x64.to(DType::float32), dy64.to(DType::float32), g);
+      EXPECT_TRUE(all_close(got, wide.to(dtype), {0, 0})) << dtype_name(dtype) << c.label();
+    }
+  }
+}
+
 TEST(DepthwiseFilters, MatchesReferenceAllDtypes) {
   std::uint64_t seed = 900;
   for (const DwCase& c : kCases) {
-    const ConvGeometry g = geometry(c);
-    ASSERT_TRUE(cpu::is_depthwise_geometry(g));
-    const Tensor x32 = normal({c.n, c.h, c.w, c.c}, ++seed);
-    const Tensor dy32 = normal({c.n, g.out_h, g.out_w, c.c}, ++seed);
-    for (DType dtype : {DType::float32, DType::bfloat16, DType::float16}) {
-      const Tensor x = x32.to(dtype), dy = dy32.to(dtype);
-      const Tensor x64 = x.to(DType::float64), dy64 = dy.to(DType::float64);
-      const Tensor exact = cpu::conv2d_reference_backward_filters(x64, dy64, g);
-      const Tensor mag = cpu::conv2d_reference_backward_filters(abs(x64), abs(dy64), g);
-      const Tensor got = cpu::conv2d_backward_filters(x, dy, g);
-      ASSERT_EQ(got.dtype(), dtype);
-      ASSERT_EQ(got.shape(), (Shape{c.k, c.k, 1, c.c}));
-      const double terms = double(c.n * g.out_h * g.out_w);
-      EXPECT_TRUE(within_bound(got, exact, mag, terms)) << dtype_name(dtype) << " " << c.label();
-      if (dtype != DType::float32) {
-        // The float32 kernel on the widened values, rounded once: the same sums in the same order.
-        const Tensor wide =
-            cpu::depthwise_backward_filters(x64.to(DType::float32), dy64.to(DType::float32), g);
-        EXPECT_TRUE(all_close(got, wide.to(dtype), {0, 0})) << dtype_name(dtype) << c.label();
+    check_against_reference(c, seed);
+    seed += 2;
+  }
+}
+
+// The register-blocked loop (kernel width 3 or 5, stride 1 or 2, dilation 1) in every
+// combination, 'same' and 'valid', with channel counts that fill its channel blocks exactly
+// (128 at width 3: two blocks of 64; 64 at width 5: two of 32), that leave every tail (117 =
+// 64 + 32 + 16 + 5 generic channels; 53 = 32 + 16 + 5) and that fill only the narrow block (16).
+// 13 columns give edge columns on both sides and interior ones.
+TEST(DepthwiseFilters, RegisterBlockedPathsMatchReference) {
+  std::uint64_t seed = 2000;
+  for (std::int64_t k : {3, 5}) {
+    for (std::int64_t stride : {1, 2}) {
+      for (bool same : {true, false}) {
+        for (std::int64_t channels : {k == 3 ? 128 : 64, k == 3 ? 117 : 53, 16}) {
+          check_against_reference({2, 7, 13, channels, k, stride, same}, seed);
+          seed += 2;
+        }
       }
     }
   }
 }
 
+// Rows too narrow for an interior column (every column is an edge column, some taps of each read
+// padding), one column (also narrower than the left padding), and channel counts below the narrow
+// block (generic loop only).
+TEST(DepthwiseFilters, NarrowRowsAndFewChannelsMatchReference) {
+  const std::vector<DwCase> cases = {
+      {3, 4, 2, 48, 5, 1, true}, {2, 3, 3, 40, 5, 2, true}, {2, 5, 1, 20, 3, 1, true},
+      {2, 4, 4, 96, 5, 1, true}, {2, 6, 5, 35, 3, 2, true}, {2, 6, 6, 15, 3, 1, true},
+      {2, 6, 7, 8, 5, 2, false}, {2, 4, 1, 24, 5, 1, true}, {1, 3, 1, 16, 5, 2, true},
+  };
+  std::uint64_t seed = 3000;
+  for (const DwCase& c : cases) {
+    check_against_reference(c, seed);
+    seed += 2;
+  }
+}
+
+// Enough partial elements (16 blocks * 5 * 5 * 176) for the parallel sum of the partials.
+TEST(DepthwiseFilters, ParallelSumMatchesReference) {
+  check_against_reference({4, 9, 11, 176, 5, 2, true}, 4000);
+}
+
+// An infinite dy at an edge column reaches only the taps that read inside the input: padding adds
+// nothing (a zero times inf would be NaN), as in the reference.
+TEST(DepthwiseFilters, PaddingAddsNothingForNonFiniteGradients) {
+  for (std::int64_t k : {3, 5}) {
+    const DwCase c{1, 5, 9, 48, k, 1, true};
+    const ConvGeometry g = geometry(c);
+    std::vector<float> dy = normal({c.n, g.out_h, g.out_w, c.c}, 51).to_vector<float>();
+    dy[0] = std::numeric_limits<float>::infinity();                        // (0, 0, 0, channel 0)
+    dy[(g.out_w - 1) * c.c + 1] = std::numeric_limits<float>::infinity();  // last column, ch 1
+    const Tensor x = normal({c.n, c.h, c.w, c.c}, 52);
+    const Tensor dyt = from_vector(dy, {c.n, g.out_h, g.out_w, c.c});
+    const auto exact =
+        cpu::conv2d_reference_backward_filters(x.to(DType::float64), dyt.to(DType::float64), g)
+            .to_vector<double>();
+    for (DType dtype : {DType::float32, DType::bfloat16}) {
+      const auto got =
+          cpu::depthwise_backward_filters(x.to(dtype), dyt.to(dtype), g).to_vector<double>();
+      ASSERT_EQ(got.size(), exact.size());
+      int infinite = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        infinite += std::isinf(exact[i]) ? 1 : 0;
+        EXPECT_EQ(std::isnan(got[i]), std::isnan(exact[i])) << dtype_name(dtype) << k << " " << i;
+        EXPECT_EQ(std::isinf(got[i]), std::isinf(exact[i])) << dtype_name(dtype) << k << " " << i;
+      }
+      // Row 0's taps kh >= k / 2 read x; of the columns' kw, the padded ones stay finite.
+      EXPECT_EQ(infinite, 2 * (k / 2 + 1) * (k / 2 + 1)) << dtype_name(dtype) << " k" << k;
+    }
+  }
+}
+
 TEST(DepthwiseFilters, IndependentOfThreadCount) {
-  const DwCase c{3, 17, 15, 48, 5, 1, true};
-  const ConvGeometry g = geometry(c);
-  const Tensor x = normal({c.n, c.h, c.w, c.c}, 31), dy = normal({c.n, g.out_h, g.out_w, c.c}, 32);
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
-  omp_set_num_threads(3);
-  const auto three = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
-  omp_set_num_threads(threads);
-  EXPECT_EQ(one, three);
+  // The first sums its partials on the calling thread, the second in parallel.
+  for (const DwCase& c : {DwCase{3, 17, 15, 48, 5, 1, true}, DwCase{4, 9, 11, 176, 5, 2, true}}) {
+    const ConvGeometry g = geometry(c);
+    const Tensor x = normal({c.n, c.h, c.w, c.c}, 31);
+    const Tensor dy = normal({c.n, g.out_h, g.out_w, c.c}, 32);
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const auto one = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
+    omp_set_num_threads(3);
+    const auto three = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
+    omp_set_num_threads(threads);
+    EXPECT_EQ(one, three) << c.label();
+  }
 }
 
 TEST(DepthwiseFilters, OnlyOneFilterPerChannelIsDepthwise) {

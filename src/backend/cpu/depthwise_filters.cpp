@@ -1,19 +1,25 @@
 // The depthwise backward-filters kernel; see depthwise_filters.h. Vectorised over the contiguous
-// channels, float32 accumulation, 16-bit values widened in registers, parallel over
-// fixed blocks of (n, oh) rows with one accumulator of KH * KW * C floats per block.
+// channels, float32 accumulation, 16-bit values widened in registers, parallel over fixed blocks
+// of (n, oh) rows with one partial of KH * KW * C floats per block, the partials summed in block
+// order in parallel over the filter elements.
+//
+// The common geometries (kernel width 3 or 5, stride 1 or 2, dilation 1: EfficientNet, MobileNet)
+// run a register-blocked loop: for one kh and a block of channels, all KW taps' sums stay in
+// registers over all rows and columns of a block of rows, and each dy vector of an interior column
+// is loaded once for the KW taps. Every other geometry, and channels left over after the blocks,
+// run the generic loop (one tap at a time). Both add every sum's rows, and each row's columns, in
+// increasing order.
 #include "backend/cpu/depthwise_filters.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/simd_convert.h"
 #include "backend/cpu/target_clones.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
-#include "mixprec/convert.h"
 #include "mixprec/error.h"
 
 namespace mixprec::cpu {
@@ -23,10 +29,22 @@ namespace {
 // At most this many blocks of (n, oh) rows: a fixed partition (it depends on the geometry only),
 // so the block sums, added in block order, do not depend on the thread count.
 constexpr std::int64_t kMaxBlocks = 16;
+// At least this many output columns (rows * out_w) per block, so that zeroing and summing a
+// block's partial (KH * KW * C floats) stays small next to its multiply-adds (up to KH * KW * C per
+// column): EfficientNet's 2x2 rows would otherwise zero and sum 16 partials of 4 rows each.
+constexpr std::int64_t kMinColumnsPerBlock = 64;
 // Parallel only when there is enough work to pay for the threads (multiply-adds).
 constexpr std::int64_t kParallelWork = std::int64_t{1} << 15;
-// Channels per register block of the inner loop.
+// Channels per register block of the generic loop.
 constexpr std::int64_t kChannelBlock = 64;
+// Channels per register block of the register-blocked loop (KW sums of this many floats each are
+// held in registers: 10 zmm at KW = 5), and the narrower block for the channels left over.
+constexpr int kWideBlock = 32;
+constexpr int kNarrowBlock = 16;
+// Filter elements per chunk of the sum of the block partials, and the least number of partial
+// elements (blocks * filter elements) that the sum runs in parallel for.
+constexpr std::int64_t kSumChunk = 2048;
+constexpr std::int64_t kParallelSum = std::int64_t{1} << 16;
 
 // The output columns [lo, hi) whose tap kw reads a column inside the input.
 struct ColumnRange {
@@ -42,12 +60,31 @@ ColumnRange valid_columns(const ConvGeometry& g, std::int64_t kw) {
   return {lo, std::max(lo, hi)};
 }
 
+// What the register-blocked loop needs of the geometry: `kind` selects the specialisation (0: the
+// generic loop only), [lo, hi) are the interior columns (every tap reads inside the row).
+struct RowPlan {
+  int kind = 0;  // kernel_w * 10 + stride_w: 31, 32, 51, 52
+  std::int64_t lo = 0, hi = 0;
+};
+
+RowPlan plan_rows(const ConvGeometry& g) {
+  RowPlan p;
+  const bool width = g.kernel_w == 3 || g.kernel_w == 5;
+  const bool stride = g.stride_w == 1 || g.stride_w == 2;
+  if (!width || !stride || g.dilation_w != 1 || g.in_channels < kNarrowBlock) return p;
+  p.kind = static_cast<int>(g.kernel_w * 10 + g.stride_w);
+  p.lo = std::min(valid_columns(g, 0).lo, g.out_w);  // a row narrower than the padding: all edge
+  p.hi = std::max(p.lo, valid_columns(g, g.kernel_w - 1).hi);
+  return p;
+}
+
 // acc[c] += sum over j in [0, columns) of x[j * x_step + c] * dy[j * C + c] for c in [0, count);
 // count == kChannelBlock keeps the block's sums in registers over the columns. 16-bit values are
 // widened in registers (simd_convert.h), so every input row is read as stored, once per tap.
 template <typename T>
-inline void accumulate_body(const T* x, std::int64_t x_step, const T* dy, std::int64_t channels,
-                            std::int64_t columns, std::int64_t count, float* acc) {
+MIXPREC_CPU_ALWAYS_INLINE void accumulate_body(const T* x, std::int64_t x_step, const T* dy,
+                                               std::int64_t channels, std::int64_t columns,
+                                               std::int64_t count, float* acc) {
   if (count == kChannelBlock) {
     float a[kChannelBlock];
     for (std::int64_t c = 0; c < kChannelBlock; ++c) a[c] = acc[c];
@@ -70,46 +107,199 @@ inline void accumulate_body(const T* x, std::int64_t x_step, const T* dy, std::i
   }
 }
 
-// One compiled copy per storage type, each cloned for AVX-512 / AVX2 / the baseline
-// (target_clones.h).
-MIXPREC_CPU_CLONES void accumulate_columns(const float* x, std::int64_t x_step, const float* dy,
-                                           std::int64_t channels, std::int64_t columns,
-                                           std::int64_t count, float* acc) {
-  accumulate_body(x, x_step, dy, channels, columns, count, acc);
-}
-MIXPREC_CPU_CLONES void accumulate_columns(const bfloat16* x, std::int64_t x_step,
-                                           const bfloat16* dy, std::int64_t channels,
-                                           std::int64_t columns, std::int64_t count, float* acc) {
-  accumulate_body(x, x_step, dy, channels, columns, count, acc);
-}
-MIXPREC_CPU_CLONES void accumulate_columns(const float16* x, std::int64_t x_step, const float16* dy,
-                                           std::int64_t channels, std::int64_t columns,
-                                           std::int64_t count, float* acc) {
-  accumulate_body(x, x_step, dy, channels, columns, count, acc);
+// The generic loop for one input row x_row (kh fixed) and output row dy_row over the channels
+// [c_begin, C): tap by tap, all of its valid columns. acc holds this kh's KW * C sums.
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE void generic_taps(const T* x_row, const T* dy_row, const ConvGeometry& g,
+                                            std::int64_t c_begin, float* acc) {
+  const std::int64_t C = g.in_channels;
+  for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+    const ColumnRange cols = valid_columns(g, kw);
+    if (cols.lo >= cols.hi) continue;
+    // Column ow reads input column ow * stride_w + kw * dilation_w - pad_left.
+    const T* x0 = x_row + (cols.lo * g.stride_w + kw * g.dilation_w - g.pad_left) * C;
+    const T* dy0 = dy_row + cols.lo * C;
+    float* a = acc + kw * C;
+    for (std::int64_t c0 = c_begin; c0 < C; c0 += kChannelBlock) {
+      accumulate_body(x0 + c0, g.stride_w * C, dy0 + c0, C, cols.hi - cols.lo,
+                      std::min(kChannelBlock, C - c0), a + c0);
+    }
+  }
 }
 
-// Adds output row (n, oh)'s contributions to acc (KH * KW * C floats).
-template <typename T>
-void accumulate_row(const T* x, const T* dy, std::int64_t n, std::int64_t oh, const ConvGeometry& g,
-                    float* acc) {
+// One edge column of the register-blocked loop: the taps that read inside the row (iw in
+// [0, in_w)), each on its own, so that padding adds nothing (not even 0 * inf).
+template <typename T, int KW, int B>
+MIXPREC_CPU_ALWAYS_INLINE void edge_column(float (&a)[KW][B], const T* x_row, const T* dp,
+                                           std::int64_t first_iw, std::int64_t in_w,
+                                           std::int64_t C) {
+  for (int kw = 0; kw < KW; ++kw) {
+    const std::int64_t iw = first_iw + kw;
+    if (iw < 0 || iw >= in_w) continue;
+    const T* xp = x_row + iw * C;
+#pragma omp simd
+    for (int c = 0; c < B; ++c) a[kw][c] += simd::load(xp + c) * simd::load(dp + c);
+  }
+}
+
+// One block's output rows [r0, r1) (r = n * out_h + oh) and the filter row kh they are summed
+// for. for_each calls body(r, input row n * in_h + ih) for the rows whose ih at this kh is inside
+// the input (stepping n and oh, no division per row).
+struct RowSpan {
+  std::int64_t kh = 0, r0 = 0, r1 = 0;
+  template <typename Body>
+  MIXPREC_CPU_ALWAYS_INLINE void for_each(const ConvGeometry& g, Body&& body) const {
+    if (r0 >= r1) return;
+    std::int64_t n = r0 / g.out_h, oh = r0 % g.out_h;
+    const std::int64_t offset = kh * g.dilation_h - g.pad_top;  // ih = oh * stride_h + offset
+    for (std::int64_t r = r0; r < r1; ++r) {
+      const std::int64_t ih = oh * g.stride_h + offset;
+      if (ih >= 0 && ih < g.in_h) body(r, n * g.in_h + ih);  // else zero padding
+      if (++oh == g.out_h) oh = 0, ++n;
+    }
+  }
+};
+
+// The register-blocked loop for the rows of `rows` at filter row kh and the B channels at x / dy
+// / acc (offset by the block's first channel): a[kw] holds tap kw's sums over all the rows and
+// columns; an interior column loads each dy vector once for its KW taps.
+template <typename T, int KW, int S, int B>
+MIXPREC_CPU_ALWAYS_INLINE void blocked_taps(const T* x, const T* dy, const ConvGeometry& g,
+                                            const RowPlan& p, const RowSpan& rows, float* acc) {
   const std::int64_t C = g.in_channels;
-  const T* dy_row = dy + (n * g.out_h + oh) * g.out_w * C;
-  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
-    const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
-    if (ih < 0 || ih >= g.in_h) continue;  // zero padding
-    const T* x_row = x + (n * g.in_h + ih) * g.in_w * C;
-    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
-      const ColumnRange cols = valid_columns(g, kw);
-      if (cols.lo >= cols.hi) continue;
-      // Column ow reads input column ow * stride_w + kw * dilation_w - pad_left.
-      const T* x0 = x_row + (cols.lo * g.stride_w + kw * g.dilation_w - g.pad_left) * C;
-      const T* dy0 = dy_row + cols.lo * C;
-      float* a = acc + (kh * g.kernel_w + kw) * C;
-      for (std::int64_t c0 = 0; c0 < C; c0 += kChannelBlock) {
-        accumulate_columns(x0 + c0, g.stride_w * C, dy0 + c0, C, cols.hi - cols.lo,
-                           std::min(kChannelBlock, C - c0), a + c0);
+  float a[KW][B];
+  for (int kw = 0; kw < KW; ++kw) {
+    for (int c = 0; c < B; ++c) a[kw][c] = acc[kw * C + c];
+  }
+  rows.for_each(g, [&](std::int64_t r, std::int64_t in_row) {
+    const T* x_row = x + in_row * g.in_w * C;
+    const T* dy_row = dy + r * g.out_w * C;
+    for (std::int64_t ow = 0; ow < p.lo; ++ow) {
+      edge_column<T, KW, B>(a, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C);
+    }
+    for (std::int64_t ow = p.lo; ow < p.hi; ++ow) {
+      const T* xp = x_row + (ow * S - g.pad_left) * C;
+      const T* dp = dy_row + ow * C;
+#pragma omp simd
+      for (int c = 0; c < B; ++c) {
+        const float d = simd::load(dp + c);
+#pragma GCC unroll 8
+        for (int kw = 0; kw < KW; ++kw) a[kw][c] += simd::load(xp + kw * C + c) * d;
       }
     }
+    for (std::int64_t ow = p.hi; ow < g.out_w; ++ow) {
+      edge_column<T, KW, B>(a, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C);
+    }
+  });
+  for (int kw = 0; kw < KW; ++kw) {
+    for (int c = 0; c < B; ++c) acc[kw * C + c] = a[kw][c];
+  }
+}
+
+// blocked_taps over the channel blocks of width B from c_begin; returns the first channel left.
+template <typename T, int KW, int S, int B>
+MIXPREC_CPU_ALWAYS_INLINE std::int64_t blocked_range(const T* x, const T* dy, const ConvGeometry& g,
+                                                     const RowPlan& p, const RowSpan& rows,
+                                                     std::int64_t c_begin, float* acc) {
+  std::int64_t c0 = c_begin;
+  for (; c0 + B <= g.in_channels; c0 += B) {
+    blocked_taps<T, KW, S, B>(x + c0, dy + c0, g, p, rows, acc + c0);
+  }
+  return c0;
+}
+
+// The channel blocks: 64 channels (12 sums in registers) at width 3, 32 (10 sums) at width 5,
+// then one of 32 and one of 16 for what is left; returns the first channel left.
+template <typename T, int KW, int S>
+MIXPREC_CPU_ALWAYS_INLINE std::int64_t blocked_channels(const T* x, const T* dy,
+                                                        const ConvGeometry& g, const RowPlan& p,
+                                                        const RowSpan& rows, float* acc) {
+  constexpr int kWide = KW == 3 ? 2 * kWideBlock : kWideBlock;
+  std::int64_t c0 = blocked_range<T, KW, S, kWide>(x, dy, g, p, rows, 0, acc);
+  if constexpr (kWide > kWideBlock) {
+    c0 = blocked_range<T, KW, S, kWideBlock>(x, dy, g, p, rows, c0, acc);
+  }
+  return blocked_range<T, KW, S, kNarrowBlock>(x, dy, g, p, rows, c0, acc);
+}
+
+// Adds the contributions of the rows of `rows` at filter row rows.kh to acc (that kh's KW * C
+// sums): the register-blocked loop where the plan has one, the generic loop for the rest.
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE void rows_body(const T* x, const T* dy, const ConvGeometry& g,
+                                         const RowPlan& p, const RowSpan& rows, float* acc) {
+  std::int64_t c0 = 0;
+  switch (p.kind) {
+    case 31: c0 = blocked_channels<T, 3, 1>(x, dy, g, p, rows, acc); break;
+    case 32: c0 = blocked_channels<T, 3, 2>(x, dy, g, p, rows, acc); break;
+    case 51: c0 = blocked_channels<T, 5, 1>(x, dy, g, p, rows, acc); break;
+    case 52: c0 = blocked_channels<T, 5, 2>(x, dy, g, p, rows, acc); break;
+    default: break;
+  }
+  if (c0 >= g.in_channels) return;
+  rows.for_each(g, [&](std::int64_t r, std::int64_t in_row) {
+    generic_taps(x + in_row * g.in_w * g.in_channels, dy + r * g.out_w * g.in_channels, g, c0, acc);
+  });
+}
+
+// One compiled copy per storage type, each cloned for AVX-512 / AVX2 / the baseline
+// (target_clones.h).
+MIXPREC_CPU_CLONES void accumulate_rows(const float* x, const float* dy, const ConvGeometry& g,
+                                        const RowPlan& p, const RowSpan& rows, float* acc) {
+  rows_body(x, dy, g, p, rows, acc);
+}
+MIXPREC_CPU_CLONES void accumulate_rows(const bfloat16* x, const bfloat16* dy,
+                                        const ConvGeometry& g, const RowPlan& p,
+                                        const RowSpan& rows, float* acc) {
+  rows_body(x, dy, g, p, rows, acc);
+}
+MIXPREC_CPU_CLONES void accumulate_rows(const float16* x, const float16* dy, const ConvGeometry& g,
+                                        const RowPlan& p, const RowSpan& rows, float* acc) {
+  rows_body(x, dy, g, p, rows, acc);
+}
+
+// out[i] = the sum over blocks b (in order) of partial[b * size + i] for i in [begin, end),
+// rounded once to T.
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE void sum_body(const float* partial, std::int64_t size,
+                                        std::int64_t blocks, std::int64_t begin, std::int64_t end,
+                                        T* out) {
+  float total[kSumChunk];
+  const std::int64_t n = end - begin;
+  const float* p0 = partial + begin;
+  for (std::int64_t i = 0; i < n; ++i) total[i] = p0[i];
+  for (std::int64_t b = 1; b < blocks; ++b) {
+    const float* p = partial + b * size + begin;
+#pragma omp simd
+    for (std::int64_t i = 0; i < n; ++i) total[i] += p[i];
+  }
+#pragma omp simd
+  for (std::int64_t i = 0; i < n; ++i) simd::store(out + begin + i, total[i]);
+}
+
+MIXPREC_CPU_CLONES void sum_blocks(const float* partial, std::int64_t size, std::int64_t blocks,
+                                   std::int64_t begin, std::int64_t end, float* out) {
+  sum_body(partial, size, blocks, begin, end, out);
+}
+MIXPREC_CPU_CLONES void sum_blocks(const float* partial, std::int64_t size, std::int64_t blocks,
+                                   std::int64_t begin, std::int64_t end, bfloat16* out) {
+  sum_body(partial, size, blocks, begin, end, out);
+}
+MIXPREC_CPU_CLONES void sum_blocks(const float* partial, std::int64_t size, std::int64_t blocks,
+                                   std::int64_t begin, std::int64_t end, float16* out) {
+  sum_body(partial, size, blocks, begin, end, out);
+}
+
+// Block b's partial: zeroed, then the rows of block b added in order (filter row by filter row:
+// every sum still adds its rows, and each row's columns, in increasing order).
+template <typename T>
+void accumulate_block(const T* x, const T* dy, const ConvGeometry& g, const RowPlan& p,
+                      std::int64_t b, std::int64_t blocks, float* acc) {
+  const std::int64_t rows = g.batch * g.out_h;
+  const std::int64_t taps = g.kernel_w * g.in_channels;
+  std::fill(acc, acc + g.kernel_h * taps, 0.0f);
+  for (std::int64_t kh = 0; kh < g.kernel_h; ++kh) {
+    const RowSpan span{kh, b * rows / blocks, (b + 1) * rows / blocks};
+    accumulate_rows(x, dy, g, p, span, acc + kh * taps);
   }
 }
 
@@ -117,27 +307,36 @@ template <typename T>
 void backward_filters(const T* x, const T* dy, T* dw, const ConvGeometry& g) {
   const std::int64_t rows = g.batch * g.out_h;
   const std::int64_t size = g.kernel_h * g.kernel_w * g.in_channels;
-  const std::int64_t blocks = std::min(rows, kMaxBlocks);
-  std::vector<float> partial(static_cast<std::size_t>(std::max<std::int64_t>(blocks, 1) * size),
-                             0.0f);
-  const std::int64_t work = rows * g.out_w * size;
-  parallel_for(blocks, work > kParallelWork, [&](std::int64_t b) {
-    float* acc = partial.data() + b * size;
-    for (std::int64_t r = b * rows / blocks; r < (b + 1) * rows / blocks; ++r) {
-      accumulate_row(x, dy, r / g.out_h, r % g.out_h, g, acc);
-    }
-  });
-  // The block sums in block order (block 0 holds the running total).
-  float* total = partial.data();
-  for (std::int64_t b = 1; b < blocks; ++b) {
-    const float* p = partial.data() + b * size;
-#pragma omp simd
-    for (std::int64_t i = 0; i < size; ++i) total[i] += p[i];
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    std::copy(total, total + size, dw);
+  const std::int64_t blocks =
+      std::max<std::int64_t>(1, std::min({rows * g.out_w / kMinColumnsPerBlock, rows, kMaxBlocks}));
+  // The partials come from the host allocator's block cache (no page faults in the steady state);
+  // each is zeroed by the thread that fills it.
+  Tensor scratch = core::make_tensor(Shape{blocks * size}, DType::float32, Device::cpu());
+  float* partial = static_cast<float*>(scratch.data_ptr());
+  const RowPlan plan = plan_rows(g);
+  const std::int64_t chunks = (size + kSumChunk - 1) / kSumChunk;
+  const auto fill = [&](std::int64_t b) {
+    accumulate_block(x, dy, g, plan, b, blocks, partial + b * size);
+  };
+  const auto sum = [&](std::int64_t i) {
+    sum_blocks(partial, size, blocks, i * kSumChunk, std::min(size, (i + 1) * kSumChunk), dw);
+  };
+  if (rows * g.out_w * size <= kParallelWork) {
+    for (std::int64_t b = 0; b < blocks; ++b) fill(b);
+    for (std::int64_t i = 0; i < chunks; ++i) sum(i);
+  } else if (chunks < 2 || blocks * size < kParallelSum) {
+    // A small sum costs less than the barrier a parallel one needs.
+    parallel_for(blocks, true, fill);
+    for (std::int64_t i = 0; i < chunks; ++i) sum(i);
   } else {
-    convert(total, dw, static_cast<std::size_t>(size));
+    // One parallel region for both loops (the implicit barrier of the first orders them).
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (std::int64_t b = 0; b < blocks; ++b) fill(b);
+#pragma omp for schedule(static) nowait
+      for (std::int64_t i = 0; i < chunks; ++i) sum(i);
+    }
   }
 }
 
