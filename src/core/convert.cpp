@@ -72,7 +72,9 @@ ConvertIsa detect_convert_isa() {
       !__builtin_cpu_supports("avx512vl")) {
     return ConvertIsa::avx2_f16c;
   }
-  return __builtin_cpu_supports("avx512bf16") ? ConvertIsa::avx512_bf16 : ConvertIsa::avx512;
+  // Every CPU with AVX512_BF16 so far has AVX512DQ (vfpclassps finds the subnormal inputs).
+  const bool bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq");
+  return bf16 ? ConvertIsa::avx512_bf16 : ConvertIsa::avx512;
 #else
   return ConvertIsa::portable;
 #endif

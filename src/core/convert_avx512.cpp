@@ -6,10 +6,12 @@
 // - float16 <-> float32: vcvtps2ph / vcvtph2ps on 512-bit vectors, round-to-nearest-even immediate.
 // - bfloat16 -> float32: zero-extend to 32 bits and shift into the top half.
 // - float32 -> bfloat16 with AVX512F only: the integer formula of the scalar conversion.
-// - float32 -> bfloat16 with AVX512_BF16: vcvtne2ps2bf16 rounds to nearest even and quiets NaNs
+// - float32 -> bfloat16 with AVX512_BF16 (+ AVX512DQ): vcvtne2ps2bf16 rounds to nearest even and
+// quiets NaNs
 //   (sign and top payload bits kept) like the scalar conversion, but treats float32 subnormal
 //   inputs as zero (it ignores MXCSR, DAZ is implied). A vector with a subnormal lane is converted
-//   with the integer formula instead, which rounds subnormals to bfloat16 subnormals.
+//   with the integer formula instead, which rounds subnormals to bfloat16 subnormals. The lanes are
+//   found with vfpclassps, which MXCSR.DAZ blinds: with DAZ on, the integer formula does it all.
 // Tails use masked loads and stores, so nothing outside [0, n) is read or written.
 #include <algorithm>
 #include <cstddef>
@@ -31,7 +33,8 @@ namespace mixprec::core::avx512 {
 namespace {
 
 #define MIXPREC_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
-#define MIXPREC_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define MIXPREC_TARGET_AVX512_BF16 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 // Rounding immediate for vcvtps2ph: round to nearest even regardless of MXCSR.RC.
 constexpr int kRoundNearestEven = _MM_FROUND_TO_NEAREST_INT;
@@ -72,11 +75,13 @@ MIXPREC_TARGET_AVX512 inline __m512i top_halves(__m512i lo, __m512i hi) {
   return _mm512_permutex2var_epi16(lo, odd_words, hi);
 }
 
-// Lanes holding a float32 subnormal: exponent field 0, mantissa not 0, i.e. |x| - 1 < 0x007fffff.
-MIXPREC_TARGET_AVX512 inline __mmask16 subnormal_lanes(__m512i x) {
-  const __m512i magnitude = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
-  return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(magnitude, _mm512_set1_epi32(1)),
-                                 _mm512_set1_epi32(0x007fffff));
+// Lanes holding a float32 subnormal (exponent field 0, mantissa not 0). vfpclassps (AVX512DQ) is
+// one instruction instead of the three of an integer range check, which made the check cost more
+// than the conversion (in L1: 0.036 vs 0.055 ns per value, 0.024 without a check). It honours
+// MXCSR.DAZ (a subnormal then classifies as zero), so it is only used while DAZ is off.
+MIXPREC_TARGET_AVX512_BF16 inline __mmask16 subnormal_lanes(__m512i x) {
+  constexpr int kDenormal = 0x20;
+  return _mm512_fpclass_ps_mask(_mm512_castsi512_ps(x), kDenormal);
 }
 
 // Stores the bfloat16 of the first lanes of `rounded` (bf16_in_top_half) selected by k.
@@ -156,6 +161,8 @@ MIXPREC_TARGET_AVX512 void f32_to_bf16(const float* src, bfloat16* dst, std::siz
 }
 
 MIXPREC_TARGET_AVX512_BF16 void f32_to_bf16_native(const float* src, bfloat16* dst, std::size_t n) {
+  constexpr unsigned kDenormalsAreZero = 0x40;  // MXCSR bit 6
+  if ((_mm_getcsr() & kDenormalsAreZero) != 0) return f32_to_bf16(src, dst, n);
   std::size_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m512i a = _mm512_loadu_si512(vp(src + i));

@@ -16,7 +16,7 @@ enum class ConvertIsa {
   portable,     // scalar loop, every CPU
   avx2_f16c,    // AVX2 + F16C
   avx512,       // AVX512F + AVX512BW + AVX512VL (float32 -> bfloat16 by integer arithmetic)
-  avx512_bf16,  // the above + AVX512_BF16 (vcvtne2ps2bf16 for float32 -> bfloat16)
+  avx512_bf16,  // the above + AVX512_BF16 and AVX512DQ (vcvtne2ps2bf16 for float32 -> bfloat16)
 };
 
 const char* to_string(ConvertIsa isa);

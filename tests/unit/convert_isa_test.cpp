@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 #include "convert_reference.h"
 #include "core/convert_kernels.h"
 #include "mixprec/convert.h"
@@ -58,7 +62,8 @@ TEST(ConvertIsaLimit, DetectionMatchesTheCpuFlags) {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx2");
   const ConvertIsa supported = core::convert_isa_supported();
   EXPECT_EQ(supported >= ConvertIsa::avx512, avx512);
-  EXPECT_EQ(supported == ConvertIsa::avx512_bf16, avx512 && __builtin_cpu_supports("avx512bf16"));
+  EXPECT_EQ(supported == ConvertIsa::avx512_bf16,
+            avx512 && __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq"));
 }
 #endif
 
@@ -219,6 +224,38 @@ TEST_P(ConvertEveryPath, NanClasses) {
   }
   for (const float f : in) check_all({f}, "one NaN alone");
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+TEST_P(ConvertEveryPath, DenormalsAreZeroModeChangesNothing) {
+  // MXCSR.DAZ/FTZ (set by some numerical libraries for speed) must not change any result: the
+  // conversions are defined on bit patterns. Expected values are computed before setting them (the
+  // double-arithmetic reference itself would read subnormals as zero).
+  std::mt19937 gen(0x5eed0012u);
+  std::vector<float> in = normal_block(4096, gen);
+  for (std::size_t i = 0; i < in.size(); i += 3) {
+    in[i] = from_bits((gen() & 0x807fffffu) | 1u);  // subnormal in every vector
+  }
+  std::vector<uint16_t> want_half(in.size()), want_bf(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    want_half[i] = ref_float_to_half(in[i]);
+    want_bf[i] = ref_float_to_bf16(in[i]);
+  }
+  std::vector<float16> half(in.size());
+  std::vector<bfloat16> bf(in.size());
+  std::vector<float> round_bf(in.size());
+  const unsigned mxcsr = _mm_getcsr();
+  _mm_setcsr(mxcsr | 0x8040u);  // FTZ (bit 15) and DAZ (bit 6)
+  convert(in.data(), half.data(), in.size());
+  convert(in.data(), bf.data(), in.size());
+  round_to_bfloat16(in.data(), round_bf.data(), in.size());
+  _mm_setcsr(mxcsr);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    ASSERT_EQ(half[i].bits, want_half[i]) << hex(to_bits(in[i]), 8);
+    ASSERT_EQ(bf[i].bits, want_bf[i]) << hex(to_bits(in[i]), 8);
+    ASSERT_EQ(to_bits(round_bf[i]), ref_bf16_to_float_bits(want_bf[i])) << hex(to_bits(in[i]), 8);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace mixprec
