@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <ostream>
 #include <random>
 #include <set>
@@ -223,6 +224,52 @@ TEST_P(ConvertEveryPath, NanClasses) {
     EXPECT_EQ(half[i].bits, ((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x01ffu)) << hex(x, 8);
   }
   for (const float f : in) check_all({f}, "one NaN alone");
+}
+
+// Where the destination starts relative to a 64-byte line decides how many values the AVX-512
+// kernels convert (masked) before their aligned main loop: every start within a line, lengths
+// around the head, main loop and tail sizes, nothing written outside [0, n).
+template <typename Src, typename Dst, typename Want>
+void check_every_destination_start(const std::vector<Src>& src, Want want, const char* what) {
+  constexpr std::size_t kLine = 64 / sizeof(Dst);
+  const uint32_t sentinel = 0x5a5a5a5au;
+  for (std::size_t start = 0; start < kLine; ++start) {
+    for (const std::size_t n : {1, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 97, 200}) {
+      std::vector<uint32_t> raw((kLine + n) * sizeof(Dst) / 4 + 40, sentinel);
+      auto* const base = reinterpret_cast<unsigned char*>(raw.data());
+      Dst* const line =
+          reinterpret_cast<Dst*>(base + (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64);
+      convert(src.data(), line + start, n);
+      for (std::size_t i = 0; i < start + n + 8; ++i) {
+        uint32_t got = 0;
+        std::memcpy(&got, line + i, sizeof(Dst));
+        const uint32_t expected = (i < start || i >= start + n)
+                                      ? sentinel & (sizeof(Dst) == 2 ? 0xffffu : ~0u)
+                                      : want(src[i - start]);
+        ASSERT_EQ(got, expected) << what << ": start " << start << " n " << n << " i " << i;
+      }
+    }
+  }
+}
+
+TEST_P(ConvertEveryPath, EveryDestinationStartInALine) {
+  std::mt19937 gen(0x5eed0013u);
+  std::vector<float> floats = normal_block(200, gen);
+  for (std::size_t i = 7; i < floats.size(); i += 29) floats[i] = from_bits(0x00018000u);
+  std::vector<float16> halves(200);
+  std::vector<bfloat16> bfs(200);
+  for (std::size_t i = 0; i < 200; ++i) {
+    halves[i] = float16::from_bits(static_cast<uint16_t>(gen()));
+    bfs[i] = bfloat16::from_bits(static_cast<uint16_t>(gen()));
+  }
+  check_every_destination_start<float, float16>(
+      floats, [](float f) { return uint32_t{ref_float_to_half(f)}; }, "float -> float16");
+  check_every_destination_start<float, bfloat16>(
+      floats, [](float f) { return uint32_t{ref_float_to_bf16(f)}; }, "float -> bfloat16");
+  check_every_destination_start<float16, float>(
+      halves, [](float16 h) { return ref_half_to_float_bits(h.bits); }, "float16 -> float");
+  check_every_destination_start<bfloat16, float>(
+      bfs, [](bfloat16 b) { return ref_bf16_to_float_bits(b.bits); }, "bfloat16 -> float");
 }
 
 #if defined(__x86_64__) || defined(__i386__)
