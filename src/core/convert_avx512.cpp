@@ -6,13 +6,14 @@
 // - float16 <-> float32: vcvtps2ph / vcvtph2ps on 512-bit vectors, round-to-nearest-even immediate.
 // - bfloat16 -> float32: zero-extend to 32 bits and shift into the top half.
 // - float32 -> bfloat16 with AVX512F only: the integer formula of the scalar conversion.
-// - float32 -> bfloat16 with AVX512_BF16 (+ AVX512DQ): vcvtne2ps2bf16 rounds to nearest even and
-// quiets NaNs
-//   (sign and top payload bits kept) like the scalar conversion, but treats float32 subnormal
-//   inputs as zero (it ignores MXCSR, DAZ is implied). A vector with a subnormal lane is converted
-//   with the integer formula instead, which rounds subnormals to bfloat16 subnormals. The lanes are
-//   found with vfpclassps, which MXCSR.DAZ blinds: with DAZ on, the integer formula does it all.
-// Tails use masked loads and stores, so nothing outside [0, n) is read or written.
+// - float32 -> bfloat16 with AVX512_BF16 (+ AVX512DQ): vcvtne2ps2bf16 rounds to nearest even
+//   and quiets NaNs (sign and top payload bits kept) like the scalar conversion, but treats
+//   float32 subnormal inputs as zero (it ignores MXCSR, DAZ is implied). A vector with a subnormal
+//   lane is converted with the integer formula instead, which rounds subnormals to bfloat16
+//   subnormals. The lanes are found with vfpclassps, which MXCSR.DAZ blinds: with DAZ on, the
+//   integer formula does it all.
+// Heads (until the destination is 64-byte aligned) and tails use masked loads and stores, so
+// nothing outside [0, n) is read or written.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
