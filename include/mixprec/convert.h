@@ -1,6 +1,7 @@
 // Bulk conversion between float32 and the 16-bit float types. Bit-exact with the scalar
 // conversions of float16.h / bfloat16.h (round to nearest even, overflow to inf, NaN kept quiet,
-// float16 subnormals exact); uses F16C/AVX2 when the CPU has them, a portable loop otherwise.
+// float16 subnormals exact); uses AVX-512 (with AVX512_BF16 for float32 -> bfloat16) or F16C/AVX2
+// when the CPU has them, a portable loop otherwise.
 #pragma once
 
 #include <cstddef>

@@ -1,20 +1,26 @@
-// Bulk float32 <-> float16/bfloat16 conversion: a portable loop over the scalar conversions and an
-// F16C/AVX2 path, chosen once at run time. The library is built without -mavx2/-mf16c, so the fast
-// functions carry a target attribute and are only called after the CPU check.
+// Bulk float32 <-> float16/bfloat16 conversion: a portable loop over the scalar conversions, an
+// F16C/AVX2 path and an AVX-512 path (convert_avx512.cpp), the newest the CPU has chosen once at
+// run time (tests and benchmarks can lower it: set_convert_isa_limit). The library is built without
+// -mavx2/-mf16c/-mavx512*, so the fast functions carry a target attribute and are only called after
+// the CPU check.
 //
-// Both paths are bit-exact with detail::float_to_half_bits / half_bits_to_float /
+// All paths are bit-exact with detail::float_to_half_bits / half_bits_to_float /
 // float_to_bfloat16_bits / bfloat16_bits_to_float for every input:
 // - float32 -> float16: vcvtps2ph with an explicit round-to-nearest-even immediate (independent of
 //   MXCSR.RC), exact subnormals, overflow to inf. A NaN keeps its sign and the top 10 payload bits
 //   with the quiet bit forced on, which is what the scalar conversion does.
 // - float16 -> float32: vcvtph2ps is exact and quiets a signalling NaN (IEEE 754 convertFormat);
 //   the scalar conversion does the same.
-// - float32 -> bfloat16: AVX2 integer arithmetic, the same formula as the scalar conversion.
+// - float32 -> bfloat16: AVX2 / AVX-512 integer arithmetic, the same formula as the scalar
+//   conversion; with AVX512_BF16, vcvtne2ps2bf16 except for vectors holding a float32 subnormal,
+//   which it would flush to zero (convert_avx512.cpp).
 // - bfloat16 -> float32: a 16-bit left shift, i.e. bfloat16 is reinterpreted as the top half of a
 //   float32. This is exact and lossless, so a signalling bfloat16 NaN stays signalling (bfloat16
 //   is not an IEEE interchange format; the widening is a reinterpretation, not a rounding).
 #include "mixprec/convert.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -53,6 +59,53 @@ bool cpu_has_f16c_avx2() {
 #else
   return false;
 #endif
+}
+
+namespace {
+
+ConvertIsa detect_convert_isa() {
+#if MIXPREC_CONVERT_X86
+  if (!cpu_has_f16c_avx2()) return ConvertIsa::portable;
+  // Like "avx2" above, "avx512f" also checks that the OS saves the ZMM and mask state (XCR0).
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw") ||
+      !__builtin_cpu_supports("avx512vl")) {
+    return ConvertIsa::avx2_f16c;
+  }
+  // Every CPU with AVX512_BF16 so far has AVX512DQ (vfpclassps finds the subnormal inputs).
+  const bool bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq");
+  return bf16 ? ConvertIsa::avx512_bf16 : ConvertIsa::avx512;
+#else
+  return ConvertIsa::portable;
+#endif
+}
+
+std::atomic<ConvertIsa>& active_isa() {
+  static std::atomic<ConvertIsa> active{convert_isa_supported()};
+  return active;
+}
+
+}  // namespace
+
+const char* to_string(ConvertIsa isa) {
+  switch (isa) {
+    case ConvertIsa::portable: return "portable";
+    case ConvertIsa::avx2_f16c: return "avx2_f16c";
+    case ConvertIsa::avx512: return "avx512";
+    case ConvertIsa::avx512_bf16: return "avx512_bf16";
+  }
+  return "unknown";
+}
+
+ConvertIsa convert_isa_supported() {
+  static const ConvertIsa supported = detect_convert_isa();
+  return supported;
+}
+
+ConvertIsa convert_isa() { return active_isa().load(std::memory_order_relaxed); }
+
+ConvertIsa set_convert_isa_limit(ConvertIsa limit) {
+  return active_isa().exchange(std::min(limit, convert_isa_supported()), std::memory_order_relaxed);
 }
 
 // ---- portable path ----
@@ -274,39 +327,52 @@ void convert_simd(const bfloat16*, float*, std::size_t) { require_simd(); }
 
 namespace mixprec {
 
-// The CPU check is a cached static (one guarded load per call), cheap next to a 1024-value chunk.
+// The path is a cached atomic (one guarded load per call), cheap next to a 1024-value chunk.
 
 void convert(const float* src, float16* dst, std::size_t n) {
 #if MIXPREC_CONVERT_X86
-  if (core::cpu_has_f16c_avx2()) return core::f32_to_f16_avx2(src, dst, n);
+  const core::ConvertIsa isa = core::convert_isa();
+  if (isa >= core::ConvertIsa::avx512) return core::avx512::f32_to_f16(src, dst, n);
+  if (isa == core::ConvertIsa::avx2_f16c) return core::f32_to_f16_avx2(src, dst, n);
 #endif
   core::convert_portable(src, dst, n);
 }
 
 void convert(const float16* src, float* dst, std::size_t n) {
 #if MIXPREC_CONVERT_X86
-  if (core::cpu_has_f16c_avx2()) return core::f16_to_f32_avx2(src, dst, n);
+  const core::ConvertIsa isa = core::convert_isa();
+  if (isa >= core::ConvertIsa::avx512) return core::avx512::f16_to_f32(src, dst, n);
+  if (isa == core::ConvertIsa::avx2_f16c) return core::f16_to_f32_avx2(src, dst, n);
 #endif
   core::convert_portable(src, dst, n);
 }
 
 void convert(const float* src, bfloat16* dst, std::size_t n) {
 #if MIXPREC_CONVERT_X86
-  if (core::cpu_has_f16c_avx2()) return core::f32_to_bf16_avx2(src, dst, n);
+  switch (core::convert_isa()) {
+    case core::ConvertIsa::avx512_bf16: return core::avx512::f32_to_bf16_native(src, dst, n);
+    case core::ConvertIsa::avx512: return core::avx512::f32_to_bf16(src, dst, n);
+    case core::ConvertIsa::avx2_f16c: return core::f32_to_bf16_avx2(src, dst, n);
+    case core::ConvertIsa::portable: break;
+  }
 #endif
   core::convert_portable(src, dst, n);
 }
 
 void convert(const bfloat16* src, float* dst, std::size_t n) {
 #if MIXPREC_CONVERT_X86
-  if (core::cpu_has_f16c_avx2()) return core::bf16_to_f32_avx2(src, dst, n);
+  const core::ConvertIsa isa = core::convert_isa();
+  if (isa >= core::ConvertIsa::avx512) return core::avx512::bf16_to_f32(src, dst, n);
+  if (isa == core::ConvertIsa::avx2_f16c) return core::bf16_to_f32_avx2(src, dst, n);
 #endif
   core::convert_portable(src, dst, n);
 }
 
 void round_to_float16(const float* src, float* dst, std::size_t n) {
 #if MIXPREC_CONVERT_X86
-  if (core::cpu_has_f16c_avx2()) return core::round_f16_avx2(src, dst, n);
+  const core::ConvertIsa isa = core::convert_isa();
+  if (isa >= core::ConvertIsa::avx512) return core::avx512::round_f16(src, dst, n);
+  if (isa == core::ConvertIsa::avx2_f16c) return core::round_f16_avx2(src, dst, n);
 #endif
   for (std::size_t i = 0; i < n; ++i) {
     dst[i] = detail::half_bits_to_float(detail::float_to_half_bits(src[i]));
@@ -315,7 +381,9 @@ void round_to_float16(const float* src, float* dst, std::size_t n) {
 
 void round_to_bfloat16(const float* src, float* dst, std::size_t n) {
 #if MIXPREC_CONVERT_X86
-  if (core::cpu_has_f16c_avx2()) return core::round_bf16_avx2(src, dst, n);
+  const core::ConvertIsa isa = core::convert_isa();
+  if (isa >= core::ConvertIsa::avx512) return core::avx512::round_bf16(src, dst, n);
+  if (isa == core::ConvertIsa::avx2_f16c) return core::round_bf16_avx2(src, dst, n);
 #endif
   for (std::size_t i = 0; i < n; ++i) {
     dst[i] = detail::bfloat16_bits_to_float(detail::float_to_bfloat16_bits(src[i]));

@@ -1,7 +1,7 @@
 // float32 <-> float16/bfloat16 conversion: the scalar host types (float16.h, bfloat16.h), the
-// portable bulk loop, the F16C/AVX2 bulk kernels and the public mixprec::convert, each against
-// reference conversions written here with double arithmetic (find the two neighbouring
-// representable values, pick the nearest, ties to even) instead of the bit tricks under test.
+// portable bulk loop, the F16C/AVX2 bulk kernels and the public mixprec::convert on every path the
+// CPU has (portable, AVX2, AVX-512, AVX512_BF16: core::set_convert_isa_limit), each against the
+// reference conversions of convert_reference.h (double arithmetic, not the bit tricks under test).
 //
 // NaN convention checked throughout (IEEE 754 leaves the payload to the implementation; this is
 // what x86 F16C does and what the library documents):
@@ -27,125 +27,53 @@
 #include <utility>
 #include <vector>
 
+#include "convert_reference.h"
 #include "core/convert_kernels.h"
 #include "mixprec/error.h"
 
 namespace mixprec {
 namespace {
 
+using namespace convert_reference;  // NOLINT(build/namespaces): the test vocabulary
 using std::uint16_t;
 using std::uint32_t;
 
-float from_bits(uint32_t b) { return std::bit_cast<float>(b); }
-uint32_t to_bits(float f) { return std::bit_cast<uint32_t>(f); }
-
-std::string hex(uint32_t v, int width) {
-  std::ostringstream s;
-  s << "0x" << std::hex << std::setw(width) << std::setfill('0') << v;
-  return s.str();
-}
-
-// Rounds |a| (finite, > 0, with at most 24 significant bits, so every step below is exact in
-// double) to a binary format with `fraction_bits` stored fraction bits and minimum normal exponent
-// `min_exp`. Returns the integer significand `m` of the result on the grid 2^(e - fraction_bits),
-// and updates e. Below 2^min_exp the grid stays 2^(min_exp - fraction_bits) (subnormals).
-long long round_to_grid(double a, int fraction_bits, int min_exp, int& e) {
-  int frexp_exp = 0;
-  std::frexp(a, &frexp_exp);
-  e = frexp_exp - 1;  // a in [2^e, 2^(e+1))
-  const int grid_exp = std::max(e, min_exp) - fraction_bits;
-  const double q = std::ldexp(a, -grid_exp);  // exact: scaling by a power of two
-  double m = std::floor(q);
-  const double rem = q - m;                                             // exact
-  if (rem > 0.5 || (rem == 0.5 && std::fmod(m, 2.0) != 0.0)) m += 1.0;  // nearest, ties to even
-  return static_cast<long long>(m);
-}
-
-// Reference float32 -> binary16.
-uint16_t ref_float_to_half(float f) {
-  const uint32_t x = to_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  if (std::isnan(f)) return static_cast<uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
-  if (std::isinf(f)) return static_cast<uint16_t>(sign | 0x7c00u);
-  const double a = std::fabs(static_cast<double>(f));
-  if (a == 0.0) return sign;
-  int e = 0;
-  long long m = round_to_grid(a, 10, -14, e);
-  if (e < -14) return static_cast<uint16_t>(sign | m);  // m <= 1024; 1024 encodes 2^-14 (0x0400)
-  if (m == 2048) {                                      // rounded up to the next binade
-    m = 1024;
-    ++e;
-  }
-  if (e > 15) return static_cast<uint16_t>(sign | 0x7c00u);  // beyond 65504 after rounding: inf
-  return static_cast<uint16_t>(sign | ((e + 15) << 10) | (m - 1024));
-}
-
-// Reference binary16 -> float32, by sign/exponent/mantissa arithmetic.
-uint32_t ref_half_to_float_bits(uint16_t h) {
-  const bool negative = (h & 0x8000u) != 0;
-  const int exponent = (h >> 10) & 0x1f;
-  const int mantissa = h & 0x3ff;
-  double magnitude = 0.0;
-  if (exponent == 0x1f) {
-    if (mantissa != 0) {  // NaN: payload in the top fraction bits, quiet bit on
-      return (negative ? 0x80000000u : 0u) | 0x7fc00000u | (static_cast<uint32_t>(mantissa) << 13);
-    }
-    magnitude = std::numeric_limits<double>::infinity();
-  } else if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<double>(mantissa), -24);
-  } else {
-    magnitude = std::ldexp(static_cast<double>(1024 + mantissa), exponent - 25);
-  }
-  return to_bits(static_cast<float>(negative ? -magnitude : magnitude));
-}
-
-// Reference float32 -> bfloat16 (8 significant bits, float32's exponent range).
-uint16_t ref_float_to_bf16(float f) {
-  const uint32_t x = to_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x0040u);
-  if (std::isinf(f)) return static_cast<uint16_t>(sign | 0x7f80u);
-  const double a = std::fabs(static_cast<double>(f));
-  if (a == 0.0) return sign;
-  int e = 0;
-  long long m = round_to_grid(a, 7, -126, e);
-  if (e < -126) return static_cast<uint16_t>(sign | m);  // m <= 128; 128 encodes 2^-126 (0x0080)
-  if (m == 256) {
-    m = 128;
-    ++e;
-  }
-  if (e > 127) return static_cast<uint16_t>(sign | 0x7f80u);
-  return static_cast<uint16_t>(sign | ((e + 127) << 7) | (m - 128));
-}
-
-// Reference bfloat16 -> float32 value; NaNs widen bit-exactly.
-uint32_t ref_bf16_to_float_bits(uint16_t b) {
-  const bool negative = (b & 0x8000u) != 0;
-  const int exponent = (b >> 7) & 0xff;
-  const int mantissa = b & 0x7f;
-  double magnitude = 0.0;
-  if (exponent == 0xff) {
-    if (mantissa != 0) return static_cast<uint32_t>(b) << 16;
-    magnitude = std::numeric_limits<double>::infinity();
-  } else if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<double>(mantissa), -133);
-  } else {
-    magnitude = std::ldexp(static_cast<double>(128 + mantissa), exponent - 134);
-  }
-  return to_bits(static_cast<float>(negative ? -magnitude : magnitude));
-}
-
-// The implementations under test.
-enum class Path { kScalar, kPortable, kSimd, kPublic };
+// The implementations under test: the scalar conversions, the portable loop and the AVX2 kernels
+// called directly, and mixprec::convert with its path limited to each instruction set (kPublic:
+// no limit, the newest one the CPU has).
+enum class Path {
+  kScalar,
+  kPortable,
+  kSimd,
+  kPublicPortable,
+  kPublicAvx2,
+  kPublicAvx512,
+  kPublicAvx512Bf16,
+  kPublic
+};
 
 const char* to_string(Path path) {
   switch (path) {
     case Path::kScalar: return "Scalar";
     case Path::kPortable: return "Portable";
     case Path::kSimd: return "Simd";
+    case Path::kPublicPortable: return "PublicPortable";
+    case Path::kPublicAvx2: return "PublicAvx2";
+    case Path::kPublicAvx512: return "PublicAvx512";
+    case Path::kPublicAvx512Bf16: return "PublicAvx512Bf16";
     case Path::kPublic: return "Public";
   }
   return "Unknown";
+}
+
+// The instruction set a kPublic* path limits mixprec::convert to.
+core::ConvertIsa isa_of(Path path) {
+  switch (path) {
+    case Path::kPublicPortable: return core::ConvertIsa::portable;
+    case Path::kPublicAvx2: return core::ConvertIsa::avx2_f16c;
+    case Path::kPublicAvx512: return core::ConvertIsa::avx512;
+    default: return core::ConvertIsa::avx512_bf16;
+  }
 }
 
 void PrintTo(Path path, std::ostream* os) { *os << to_string(path); }
@@ -160,7 +88,7 @@ void run_path(Path path, const Src* src, Dst* dst, std::size_t n) {
       break;
     case Path::kPortable: core::convert_portable(src, dst, n); break;
     case Path::kSimd: core::convert_simd(src, dst, n); break;
-    case Path::kPublic: convert(src, dst, n); break;
+    default: convert(src, dst, n); break;  // kPublic*: the limit is set by the fixture
   }
 }
 
@@ -187,7 +115,14 @@ class ConvertTest : public ::testing::TestWithParam<Path> {
     if (GetParam() == Path::kSimd && !core::cpu_has_f16c_avx2()) {
       GTEST_SKIP() << "this CPU lacks AVX2/F16C; the SIMD kernels cannot run here";
     }
+    const core::ConvertIsa isa = isa_of(GetParam());
+    if (GetParam() != Path::kPublic && isa > core::convert_isa_supported()) {
+      GTEST_SKIP() << "this CPU lacks " << core::to_string(isa);
+    }
+    previous_ = core::set_convert_isa_limit(isa);
+    ASSERT_EQ(core::convert_isa(), std::min(isa, core::convert_isa_supported()));
   }
+  void TearDown() override { core::set_convert_isa_limit(previous_); }
 
   // Converts `in` to float16 with the path under test and checks every result.
   void check_to_half(const std::vector<float>& in, const std::string& what) {
@@ -210,6 +145,8 @@ class ConvertTest : public ::testing::TestWithParam<Path> {
     }
   }
 
+  core::ConvertIsa previous_ = core::convert_isa();
+
   // Expected 16-bit results spelled out by hand: these pin down the reference itself.
   template <typename T>
   void expect_exact(const std::vector<std::pair<uint32_t, uint16_t>>& cases) {
@@ -226,6 +163,8 @@ class ConvertTest : public ::testing::TestWithParam<Path> {
 
 INSTANTIATE_TEST_SUITE_P(Paths, ConvertTest,
                          ::testing::Values(Path::kScalar, Path::kPortable, Path::kSimd,
+                                           Path::kPublicPortable, Path::kPublicAvx2,
+                                           Path::kPublicAvx512, Path::kPublicAvx512Bf16,
                                            Path::kPublic),
                          path_name);
 
@@ -521,15 +460,23 @@ TEST_P(ConvertTest, FloatToBFloat16Random) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Bulk lengths and alignment: every length around the 8/16/32-wide loop boundaries, at element
-// offsets 0..3 into the buffers, against the scalar conversion; nothing outside [0, n) is written.
+// Bulk lengths and alignment: every length up to 70 (the 8/16/32/64-wide loops and the masked
+// tails) and a few longer ones, at element offsets 0..3 into the buffers, against the scalar
+// conversion; nothing outside [0, n) is written.
+
+std::vector<std::size_t> bulk_lengths() {
+  std::vector<std::size_t> lengths;
+  for (std::size_t n = 0; n <= 70; ++n) lengths.push_back(n);
+  for (const std::size_t n : {127, 128, 129, 1000, 1024, 1025}) lengths.push_back(n);
+  return lengths;
+}
 
 template <typename Src, typename Dst, typename MakeSrc, typename Scalar>
 void check_lengths(Path path, MakeSrc make_src, Scalar scalar, const char* what) {
   std::mt19937_64 gen(0x5eed0004u);
   constexpr std::size_t kGuard = 40;
   const Dst sentinel = Dst::from_bits(0x5a5a);
-  for (const std::size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 1000, 1025}) {
+  for (const std::size_t n : bulk_lengths()) {
     for (std::size_t offset = 0; offset < 4; ++offset) {
       std::vector<Src> src(offset + n);
       for (std::size_t i = 0; i < src.size(); ++i) src[i] = make_src(gen);
@@ -552,7 +499,7 @@ void check_lengths_to_float(Path path, Scalar scalar, const char* what) {
   std::mt19937_64 gen(0x5eed0005u);
   constexpr std::size_t kGuard = 40;
   const uint32_t sentinel = 0x5a5a5a5au;
-  for (const std::size_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 1000, 1025}) {
+  for (const std::size_t n : bulk_lengths()) {
     for (std::size_t offset = 0; offset < 4; ++offset) {
       std::vector<Src> src(offset + n);
       for (auto& s : src) s = Src::from_bits(static_cast<uint16_t>(gen()));
@@ -592,23 +539,17 @@ TEST_P(ConvertTest, BulkLengthsAndOffsets) {
 }
 
 // round_to_float16/bfloat16 (float32 values rounded to the 16-bit format, kept in float32) against
-// the reference conversion there and back, out of place (aligned and not, odd lengths: the
-// streaming-store path and the tails) and in place, on random values, specials and every float16
-// value's neighbourhood.
-TEST(RoundToPrecision, MatchesTheReferenceRoundTrip) {
-  std::mt19937_64 rng(7);
-  std::vector<float> in(70001);
-  for (std::size_t i = 0; i < in.size(); ++i) in[i] = random_float(rng);
-  for (uint32_t h = 0; h < 0x10000u; h += 3) {
-    const float v = from_bits(ref_half_to_float_bits(static_cast<uint16_t>(h)));
-    in[h % in.size()] = std::nextafter(v, (h & 1) ? INFINITY : -INFINITY);
-  }
+// the reference conversion there and back, on every path the CPU has, out of place (64-byte aligned
+// and not, odd lengths: the streaming-store paths and the tails) and in place, on random values,
+// specials and every float16 value's neighbourhood.
+void check_round_to_precision(const std::vector<float>& in) {
   const auto want16 = [](float f) { return ref_half_to_float_bits(ref_float_to_half(f)); };
   const auto want_bf = [](float f) { return ref_bf16_to_float_bits(ref_float_to_bf16(f)); };
+  std::vector<float> out(in.size() + 32);
+  float* const aligned = out.data() + (64 - reinterpret_cast<std::uintptr_t>(out.data()) % 64) / 4;
   for (std::size_t offset : {std::size_t{0}, std::size_t{1}, std::size_t{5}}) {
     const std::size_t n = in.size() - offset;
-    std::vector<float> out(n + 8);
-    float* dst = out.data() + (offset % 2);  // aligned (usually) and misaligned destinations
+    float* dst = aligned + (offset % 2);  // 64-byte aligned and misaligned destinations
     round_to_float16(in.data() + offset, dst, n);
     for (std::size_t i = 0; i < n; ++i) {
       ASSERT_EQ(to_bits(dst[i]), want16(in[offset + i])) << "float16, value " << in[offset + i];
@@ -624,6 +565,25 @@ TEST(RoundToPrecision, MatchesTheReferenceRoundTrip) {
   inplace = in;
   round_to_bfloat16(inplace.data(), inplace.data(), inplace.size());
   for (std::size_t i = 0; i < in.size(); ++i) ASSERT_EQ(to_bits(inplace[i]), want_bf(in[i]));
+}
+
+TEST(RoundToPrecision, MatchesTheReferenceRoundTrip) {
+  std::mt19937_64 rng(7);
+  std::vector<float> in(70001);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = random_float(rng);
+  for (uint32_t h = 0; h < 0x10000u; h += 3) {
+    const float v = from_bits(ref_half_to_float_bits(static_cast<uint16_t>(h)));
+    in[h % in.size()] = std::nextafter(v, (h & 1) ? INFINITY : -INFINITY);
+  }
+  const core::ConvertIsa previous = core::convert_isa();
+  for (const core::ConvertIsa isa : {core::ConvertIsa::portable, core::ConvertIsa::avx2_f16c,
+                                     core::ConvertIsa::avx512, core::ConvertIsa::avx512_bf16}) {
+    if (isa > core::convert_isa_supported()) continue;
+    SCOPED_TRACE(core::to_string(isa));
+    core::set_convert_isa_limit(isa);
+    check_round_to_precision(in);
+  }
+  core::set_convert_isa_limit(previous);
 }
 
 // ---------------------------------------------------------------------------------------------
