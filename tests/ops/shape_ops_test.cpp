@@ -270,5 +270,33 @@ TEST(ShapeOpsTest, ChainedViewsWithOpsMatchIndexArithmetic) {
   EXPECT_EQ(vals(y), expected);
 }
 
+// contiguous() of long rows: the copy cuts rows into pieces for the threads. Rows of stride 1
+// (a slice), of stride 0 (a broadcast scalar and a broadcast column) and of another stride (a
+// transpose), each longer than a piece, element by element against index arithmetic.
+TEST(ShapeOpsTest, ContiguousCopiesOfLongRows) {
+  const std::int64_t n = 100003;
+  const Tensor values = arange(0.0, 2.0 * n, 1.0, {.dtype = DType::float32}).reshape({2, n});
+  const auto sliced = values.slice(1, 1, n).contiguous().to_vector<double>();
+  ASSERT_EQ(sliced.size(), static_cast<std::size_t>(2 * (n - 1)));
+  for (std::int64_t r = 0; r < 2; ++r) {
+    for (std::int64_t j = 0; j < n - 1; ++j) {
+      ASSERT_EQ(sliced[static_cast<std::size_t>(r * (n - 1) + j)],
+                static_cast<double>(r * n + j + 1));
+    }
+  }
+  const auto scalar = broadcast_to(full({1}, 2.5), {n}).contiguous().to_vector<double>();
+  EXPECT_EQ(scalar, std::vector<double>(static_cast<std::size_t>(n), 2.5));
+  const Tensor column = from_vector(std::vector<double>{-1, 3}, {2, 1}).to(DType::bfloat16);
+  const auto rows = broadcast_to(column, {2, n}).contiguous().to_vector<double>();
+  for (std::int64_t j = 0; j < 2 * n; ++j) {
+    ASSERT_EQ(rows[static_cast<std::size_t>(j)], j < n ? -1.0 : 3.0) << j;
+  }
+  const auto transposed = values.transpose(0, 1).contiguous().to_vector<double>();
+  for (std::int64_t j = 0; j < n; ++j) {
+    ASSERT_EQ(transposed[static_cast<std::size_t>(2 * j)], static_cast<double>(j));
+    ASSERT_EQ(transposed[static_cast<std::size_t>(2 * j + 1)], static_cast<double>(n + j));
+  }
+}
+
 }  // namespace
 }  // namespace mixprec

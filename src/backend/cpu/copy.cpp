@@ -1,5 +1,6 @@
 #include "backend/cpu/copy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -37,7 +38,13 @@ void copy_typed(const T* src, const std::vector<std::int64_t>& dims,
   const std::int64_t inner = dims.back(), inner_stride = st.back();
   std::int64_t outer = 1;
   for (int i = 0; i < rank - 1; ++i) outer *= dims[static_cast<std::size_t>(i)];
-  parallel_for(outer, outer * inner > (1 << 16), [&](std::int64_t o) {
+  // Rows are cut into pieces of at most kPiece elements, so that a few long rows (a broadcast
+  // scalar gradient: one row of stride 0) still spread over the threads.
+  constexpr std::int64_t kPiece = std::int64_t{1} << 15;
+  const std::int64_t pieces = (inner + kPiece - 1) / kPiece;
+  parallel_for(outer * pieces, outer * inner > (1 << 16), [&](std::int64_t unit) {
+    const std::int64_t o = unit / pieces;
+    const std::int64_t j0 = (unit % pieces) * kPiece, j1 = std::min(inner, j0 + kPiece);
     // Offset of row `o` from its multi-index over the outer axes.
     std::int64_t rem = o, src_offset = 0;
     for (int i = rank - 2; i >= 0; --i) {
@@ -48,9 +55,11 @@ void copy_typed(const T* src, const std::vector<std::int64_t>& dims,
     const T* s = src + src_offset;
     T* d = dst + o * inner;
     if (inner_stride == 1) {
-      std::memcpy(d, s, static_cast<std::size_t>(inner) * sizeof(T));
+      std::memcpy(d + j0, s + j0, static_cast<std::size_t>(j1 - j0) * sizeof(T));
+    } else if (inner_stride == 0) {
+      std::fill(d + j0, d + j1, s[0]);
     } else {
-      for (std::int64_t j = 0; j < inner; ++j) d[j] = s[j * inner_stride];
+      for (std::int64_t j = j0; j < j1; ++j) d[j] = s[j * inner_stride];
     }
   });
 }
