@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <string>
 
 #include "layers/conv_layer_base.h"
 #include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
+#include "ops/autocast_conv.h"
 #include "ops/batch_norm_activation.h"
 #include "ops/conv_activation.h"
 
@@ -103,14 +105,21 @@ class Conv2DImpl final : public ConvLayerBase {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
     const Tensor& x = inputs[0];  // (batch, H, W, Cin) in the compute dtype
     check_floating(x.dtype());
-    const Tensor bias = use_bias() ? read(bias_) : Tensor();
     const Conv2dOptions options = conv_options(x.dtype(), groups_);
     // relu / relu6 join the convolution's op (ops/conv_activation.h) unless MIXPREC_FUSION=0.
     const std::string& act = activation();
+    std::optional<UnaryOp> fused;
     if ((act == "relu" || act == "relu6") && ops::batch_norm_activation_fusion_enabled()) {
-      return {ops::conv2d_activation(x, read(kernel_), bias, options,
-                                     act == "relu" ? UnaryOp::relu : UnaryOp::relu6)};
+      fused = act == "relu" ? UnaryOp::relu : UnaryOp::relu6;
     }
+    if (variable_dtype() != compute_dtype()) {
+      // The variables are read in the compute dtype inside the op (ops/autocast_conv.h).
+      const Tensor y =
+          ops::autocast_conv2d(x, kernel_, use_bias() ? bias_ : Tensor(), options, fused);
+      return {fused ? y : apply_activation(act, y)};
+    }
+    const Tensor bias = use_bias() ? read(bias_) : Tensor();
+    if (fused) return {ops::conv2d_activation(x, read(kernel_), bias, options, *fused)};
     return {apply_activation(act, conv2d(x, read(kernel_), bias, options))};
   }
 

@@ -8,6 +8,7 @@
 #include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
+#include "ops/autocast_conv.h"
 
 namespace mixprec::layers {
 
@@ -62,8 +63,13 @@ class DepthwiseConv2DImpl final : public ConvLayerBase {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
     const Tensor& x = inputs[0];  // (batch, H, W, C) in the compute dtype
     check_floating(x.dtype());
-    const Tensor y = depthwise_conv2d(x, read(kernel_), use_bias() ? read(bias_) : Tensor(),
-                                      conv_options(x.dtype(), 1));
+    const Conv2dOptions options = conv_options(x.dtype(), 1);
+    // Under a mixed policy the variables are read in the compute dtype inside the op
+    // (ops/autocast_conv.h).
+    const Tensor y =
+        variable_dtype() != compute_dtype()
+            ? ops::autocast_depthwise_conv2d(x, kernel_, use_bias() ? bias_ : Tensor(), options)
+            : depthwise_conv2d(x, read(kernel_), use_bias() ? read(bias_) : Tensor(), options);
     return {apply_activation(activation(), y)};
   }
 

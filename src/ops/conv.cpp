@@ -16,6 +16,7 @@
 #include "backend/tensor_kernels.h"
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
+#include "ops/autocast_conv.h"
 #include "ops/checks.h"
 #include "ops/conv_activation.h"
 #include "ops/window.h"
@@ -45,6 +46,16 @@ struct Conv2dBackward final : autograd::Node {
   std::optional<UnaryOp> activation;
   Tensor y;
 
+  // Set by the autocast ops (ops/autocast_conv.h): the node's filter and bias inputs are the
+  // layer's variables, so their gradients are returned in the kernel's shape and dtype and the
+  // bias's dtype (widened from x's dtype, as the cast's backward would).
+  struct Autocast {
+    Shape kernel_shape;
+    DType kernel_dtype = DType::float32;
+    DType bias_dtype = DType::float32;
+  };
+  std::optional<Autocast> autocast;
+
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     Tensor g = (grad_output.dtype() == dtype ? grad_output : cast(grad_output, dtype))
                    .detach()
@@ -63,6 +74,10 @@ struct Conv2dBackward final : autograd::Node {
     // A reduction: accumulated in float32 (float64 for float64) and rounded once, under either
     // accumulation setting (DESIGN §2.3: reductions accumulate in float32).
     if (next.size() > 2 && next[2]) db = sum(g, {0, 1, 2});
+    if (autocast) {  // the backward runs without recording: these casts add no node
+      if (dw.defined()) dw = cast(dw.reshape(autocast->kernel_shape), autocast->kernel_dtype);
+      if (db.defined()) db = cast(db, autocast->bias_dtype);
+    }
     return {dx, dw, db};
   }
 
@@ -133,14 +148,39 @@ void keep_filters_as_cast(Conv2dBackward& node, const Tensor& user_filters) {
   node.saved.filters = Tensor();
 }
 
+// The autocast ops' variables (ops/autocast_conv.h): the kernel and bias in their own dtype, of
+// which the op's filters and bias are casts made outside autograd.
+struct Variables {
+  Tensor kernel;
+  Tensor bias;
+};
+
+// The autocast form of keep_filters_as_cast: inside a training step (autograd::recast_enabled)
+// the node keeps the kernel variable and casts it again in its backward.
+void keep_kernel_as_recast(Conv2dBackward& node, const Tensor& cast_filters, const Tensor& kernel) {
+  const Tensor& kept = node.saved.filters;
+  if (!autograd::recast_enabled() || !kept.defined() ||
+      node.saved.form != ConvSavedForm::as_given || kept.data_ptr() != cast_filters.data_ptr() ||
+      kept.numel() != cast_filters.numel() || !kernel.is_contiguous()) {
+    return;
+  }
+  node.filters_cast = autograd::SavedCast{kernel.detach(), cast_filters.dtype()};
+  node.filters_shape = kept.shape();
+  node.saved.filters = Tensor();
+}
+
 // The forward of both ops on grouped HWIO filters, and its autograd record against the tensors
-// the user passed (`user_filters` may be the depthwise form; `filters` is a view of it).
+// the user passed (`user_filters` may be the depthwise form; `filters` is a view of it), or, for
+// the autocast ops, against `variables` (`user_filters` and `bias` are then their casts).
 Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filters,
                  const Tensor& bias, const ConvGeometry& g, Accumulation accumulation,
-                 ConvKind kind, std::optional<UnaryOp> activation = std::nullopt) {
+                 ConvKind kind, std::optional<UnaryOp> activation = std::nullopt,
+                 const Variables* variables = nullptr) {
   const Tensor xc = x.detach().contiguous(), wc = filters.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-  const bool record = autograd::needs_record({&x, &user_filters, &bias});
+  const Tensor& kernel_input = variables ? variables->kernel : user_filters;
+  const Tensor& bias_input = variables ? variables->bias : bias;
+  const bool record = autograd::needs_record({&x, &kernel_input, &bias_input});
   const NnKernels& nn = *backend_for(x.device()).nn;
   ConvForward r = nn.conv2d_forward(xc, wc, bc, g, kind, accumulation,
                                     record ? SaveForBackward::yes : SaveForBackward::no);
@@ -155,8 +195,17 @@ Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filt
   node->accumulation = accumulation;
   node->saved.form = r.saved.form;
   // The filters' gradient reads the input; the input's gradient reads the filters.
-  if (user_filters.requires_grad()) node->saved.input = std::move(r.saved.input);
+  if (kernel_input.requires_grad()) node->saved.input = std::move(r.saved.input);
   if (x.requires_grad()) node->saved.filters = std::move(r.saved.filters);
+  if (variables) {
+    node->autocast =
+        Conv2dBackward::Autocast{variables->kernel.shape(), variables->kernel.dtype(),
+                                 variables->bias.defined() ? variables->bias.dtype() : x.dtype()};
+    keep_kernel_as_recast(*node, user_filters, variables->kernel);
+    std::vector<Tensor> inputs = {x, variables->kernel};
+    if (variables->bias.defined()) inputs.push_back(variables->bias);
+    return autograd::record(r.y, node, inputs);
+  }
   keep_filters_as_cast(*node, user_filters);
   // The filters' gradient comes back in grouped HWIO form; a reshape node in front of the user's
   // depthwise filters turns it back into (KH, KW, C, M).
@@ -223,8 +272,11 @@ Tensor conv2d_activation(const Tensor& x, const Tensor& filters, const Tensor& b
 
 }  // namespace ops
 
-Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
-                        const Conv2dOptions& options) {
+namespace {
+
+// depthwise_conv2d's checks; `grouped` receives the filters as grouped HWIO (a view).
+ConvGeometry depthwise_geometry(const Tensor& x, const Tensor& filters, const Tensor& bias,
+                                const Conv2dOptions& options, Tensor& grouped) {
   constexpr const char* op = "depthwise_conv2d";
   check_common(op, x, filters, bias);
   check_rank4(op, "filters", filters, "(kernel_h, kernel_w, channels, depth_multiplier)",
@@ -239,10 +291,74 @@ Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, const Tensor& bi
   // (KH, KW, C, M) -> (KH, KW, 1, C * M): the same elements in the same order (see the top).
   // With C = 0 there are no channels and no groups: (KH, KW, 0, 0) with groups = 1, an empty
   // output that the reference path produces.
-  const Tensor grouped =
-      reshape(filters, Shape{filters.dim(0), filters.dim(1), c > 0 ? 1 : 0, c * m});
-  const ConvGeometry g = make_geometry(op, x, grouped, bias, c > 0 ? c : 1, options);
+  grouped = reshape(filters, Shape{filters.dim(0), filters.dim(1), c > 0 ? 1 : 0, c * m});
+  return make_geometry(op, x, grouped, bias, c > 0 ? c : 1, options);
+}
+
+// Whether the autocast ops read the variables inside (ops/autocast_conv.h): a floating x and a
+// floating kernel (and bias) of another dtype, on x's device. Otherwise they compose.
+bool reads_inside(const Tensor& x, const Tensor& kernel, const Tensor& bias) {
+  if (!x.defined() || !kernel.defined() || !is_floating(x.dtype()) ||
+      !is_floating(kernel.dtype()) || kernel.dtype() == x.dtype() ||
+      kernel.device() != x.device()) {
+    return false;
+  }
+  return !bias.defined() || (bias.dtype() == kernel.dtype() && bias.device() == x.device());
+}
+
+// A variable read in `dtype` outside autograd (the op's node differentiates the variable).
+Tensor read_as(const Tensor& variable, DType dtype) {
+  return variable.defined() ? cast(variable.detach(), dtype) : Tensor();
+}
+
+// The composition the autocast ops stand for.
+Tensor cast_recorded(const Tensor& variable, DType dtype) {
+  return variable.defined() ? cast(variable, dtype) : Tensor();
+}
+
+}  // namespace
+
+Tensor depthwise_conv2d(const Tensor& x, const Tensor& filters, const Tensor& bias,
+                        const Conv2dOptions& options) {
+  Tensor grouped;
+  const ConvGeometry g = depthwise_geometry(x, filters, bias, options, grouped);
   return conv_impl(x, filters, grouped, bias, g, options.accumulation, ConvKind::depthwise);
 }
+
+namespace ops {
+
+Tensor autocast_conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                       const Conv2dOptions& options, std::optional<UnaryOp> activation) {
+  if (!reads_inside(x, kernel, bias) ||
+      (activation && backend_for(x.device()).nn->activation_in_place == nullptr)) {
+    const DType dtype = x.defined() ? x.dtype() : kernel.dtype();
+    const Tensor k = cast_recorded(kernel, dtype), b = cast_recorded(bias, dtype);
+    return activation ? conv2d_activation(x, k, b, options, *activation) : conv2d(x, k, b, options);
+  }
+  if (activation && activation != UnaryOp::relu && activation != UnaryOp::relu6) {
+    throw ValueError(std::string("autocast_conv2d: relu or relu6 only, got ") +
+                     op_name(*activation));
+  }
+  const Tensor k = read_as(kernel, x.dtype()), b = read_as(bias, x.dtype());
+  const ConvGeometry g = conv2d_geometry(x, k, b, options);
+  const Variables variables{kernel, bias};
+  return conv_impl(x, k, k, b, g, options.accumulation, ConvKind::general, activation, &variables);
+}
+
+Tensor autocast_depthwise_conv2d(const Tensor& x, const Tensor& kernel, const Tensor& bias,
+                                 const Conv2dOptions& options) {
+  if (!reads_inside(x, kernel, bias)) {
+    const DType dtype = x.defined() ? x.dtype() : kernel.dtype();
+    return depthwise_conv2d(x, cast_recorded(kernel, dtype), cast_recorded(bias, dtype), options);
+  }
+  const Tensor k = read_as(kernel, x.dtype()), b = read_as(bias, x.dtype());
+  Tensor grouped;
+  const ConvGeometry g = depthwise_geometry(x, k, b, options, grouped);
+  const Variables variables{kernel, bias};
+  return conv_impl(x, k, grouped, b, g, options.accumulation, ConvKind::depthwise, std::nullopt,
+                   &variables);
+}
+
+}  // namespace ops
 
 }  // namespace mixprec
