@@ -108,7 +108,8 @@ void fill_element(Data d, std::mt19937& rng, Inputs& r, std::size_t i) {
       r.mean[i] = rng() % 2 ? 0.0f : -0.0f;
       r.scale[i] = 1.0f;
       const int mode = static_cast<int>(rng() % 4);
-      r.shift[i] = mode == 0 ? 0.0f : (mode == 1 ? half_step(x) : -half_step(x));
+      r.shift[i] =
+          mode == 0 ? (rng() % 2 ? 0.0f : -0.0f) : (mode == 1 ? half_step(x) : -half_step(x));
       r.shift[i] = mode == 3 ? 6.0f - x : r.shift[i];  // pre 6 when x is finite
       r.k[i] = 1.0f;
       r.p[i] = rng() % 2 ? -half_step(dy) : half_step(dy);  // dx = dy - p halfway too
