@@ -7,7 +7,9 @@
 // rounded to nearest even. The per-channel parameters come repeated over a Period of whole rows,
 // so a run of several short rows is one flat loop with no tail per row. Compiled for AVX-512,
 // AVX2 and the baseline (target_clones, as vector_math.cpp), the widest the CPU has picked at load
-// time; force_baseline() selects the baseline copies (tests compare the two).
+// time; force_baseline() selects the baseline copies (tests compare the two). The bfloat16 loops
+// that store (forward, backward_dx) have native-rounding versions on CPUs with AVX512_BF16
+// (batch_norm_activation_kernels_bf16.h), bit-identical, used by the widest choice.
 #pragma once
 
 #include <cstdint>

@@ -1,12 +1,14 @@
 // The per-channel broadcast kernels of binary_channel.h: rows of the full operand against the row
 // of its group in the small one, read in place; 16-bit storage is widened and rounded in
-// registers.
+// registers. bfloat16 add and mul round with AVX512_BF16's native instruction where the CPU has it
+// (bf16_native_rounding.h), bit-identical with the compiled loops.
 #include "backend/cpu/binary_channel.h"
 
 #include <algorithm>
 #include <type_traits>
 
 #include "backend/channel_geometry.h"
+#include "backend/cpu/bf16_native_rounding.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/simd_convert.h"
 #include "backend/cpu/target_clones.h"
@@ -42,6 +44,50 @@ MIXPREC_CPU_CLONES void row_op(const T* f, const T* s, T* o, std::int64_t c, boo
   }
 }
 
+#if MIXPREC_BF16_NATIVE
+template <BinaryOp Op>
+MIXPREC_BF16_NATIVE_STEP __m512 apply_native(__m512 a, __m512 b) {
+  if constexpr (Op == BinaryOp::add) {
+    return _mm512_add_ps(a, b);
+  } else {
+    return _mm512_mul_ps(a, b);
+  }
+}
+
+// row_op<Op, bfloat16> for add and mul with the native rounding: o[j] = a[j] op b[j] for j < c,
+// the same single float32 operation, stored by bf16_native_rounding.h's steps.
+template <BinaryOp Op>
+MIXPREC_BF16_NATIVE_TARGET void row_op_native(const bfloat16* a, const bfloat16* b, bfloat16* o,
+                                              std::int64_t c) {
+  using namespace bf16_native;
+  const bool integer = denormals_are_zero();
+  constexpr __mmask16 all = 0xffff;
+  std::int64_t j = 0;
+  for (; j + 2 * kLanes <= c; j += 2 * kLanes) {
+    const __m512 lo = apply_native<Op>(load_bf16<false>(a + j, all), load_bf16<false>(b + j, all));
+    const __m512 hi = apply_native<Op>(load_bf16<false>(a + j + kLanes, all),
+                                       load_bf16<false>(b + j + kLanes, all));
+    store32(o + j, lo, hi, integer);
+  }
+  for (; j < c; j += kLanes) {
+    const __mmask16 k = first_lanes(c - j);
+    store16(o + j, apply_native<Op>(load_bf16<true>(a + j, k), load_bf16<true>(b + j, k)), k,
+            integer);
+  }
+}
+#endif
+
+// The native row loop for Op on T where there is one and the CPU runs it, else null.
+template <BinaryOp Op, typename T>
+auto native_row_op() -> void (*)(const T*, const T*, T*, std::int64_t) {
+#if MIXPREC_BF16_NATIVE
+  if constexpr (std::is_same_v<T, bfloat16> && (Op == BinaryOp::add || Op == BinaryOp::mul)) {
+    if (bf16_native::native_bf16_rounding()) return row_op_native<Op>;
+  }
+#endif
+  return nullptr;
+}
+
 // partial[j] += g[j] * x[j] for j < m.
 template <typename T>
 MIXPREC_CPU_CLONES void row_dot(const T* g, const T* x, std::int64_t m, float* partial) {
@@ -55,6 +101,7 @@ template <BinaryOp Op, typename T>
 void channel_rows(const T* full, const T* small, T* out, ChannelGeometry g, bool small_first) {
   const std::int64_t units = g.groups * g.rows;
   const std::int64_t c = g.channels;
+  const auto native = native_row_op<Op, T>();
 #pragma omp parallel for schedule(static) if (units * c >= kParallelThreshold)
   for (std::int64_t u = 0; u < units; ++u) {
     const T* f = full + u * c;
@@ -65,6 +112,8 @@ void channel_rows(const T* full, const T* small, T* out, ChannelGeometry g, bool
         o[j] = small_first ? kernel_math::binary_value(Op, s[j], f[j])
                            : kernel_math::binary_value(Op, f[j], s[j]);
       }
+    } else if (native != nullptr) {
+      small_first ? native(s, f, o, c) : native(f, s, o, c);
     } else {
       row_op<Op, T>(f, s, o, c, small_first);
     }
