@@ -161,6 +161,52 @@ MIXPREC_DW_BF16_INLINE void interior_pair(Sums<V, KW, G>& s, const bfloat16* x, 
   }
 }
 
+// x's columns (at, at + C) of the G channel groups, interleaved (column `at` in the odd elements).
+template <typename V, int G>
+MIXPREC_DW_BF16_INLINE void interleave(typename V::I (&lo)[G], typename V::I (&hi)[G],
+                                       const bfloat16* at, std::int64_t C) {
+#pragma GCC unroll 2
+  for (int grp = 0; grp < G; ++grp) {
+    const typename V::I a = V::load(at + grp * V::kChannels);
+    const typename V::I b = V::load(at + C + grp * V::kChannels);
+    lo[grp] = V::lo(b, a), hi[grp] = V::hi(b, a);
+  }
+}
+
+// `pairs` interior column pairs at stride 1 from x (the first pair's first tap) and dy (its first
+// column). Tap kw + 2 of one pair reads the columns of tap kw at the next, so each pair interleaves
+// only two new pairs of x columns and moves the others down: fewer unpacks, which bound this loop
+// more than the dot products do.
+template <typename V, int KW, int G>
+MIXPREC_DW_BF16_INLINE void interior_run_s1(Sums<V, KW, G>& s, const bfloat16* x,
+                                            const bfloat16* dy, std::int64_t C,
+                                            std::int64_t pairs) {
+  typename V::I xl[KW][G], xh[KW][G];  // tap kw: columns ow + kw and ow + kw + 1, interleaved
+#pragma GCC unroll 8
+  for (int kw = 0; kw + 2 < KW; ++kw) interleave<V, G>(xl[kw], xh[kw], x + kw * C, C);
+  for (std::int64_t i = 0; i < pairs; ++i, x += 2 * C, dy += 2 * C) {
+    interleave<V, G>(xl[KW - 2], xh[KW - 2], x + (KW - 2) * C, C);
+    interleave<V, G>(xl[KW - 1], xh[KW - 1], x + (KW - 1) * C, C);
+#pragma GCC unroll 2
+    for (int grp = 0; grp < G; ++grp) {
+      const typename V::I d0 = V::load(dy + grp * V::kChannels);
+      const typename V::I d1 = V::load(dy + C + grp * V::kChannels);
+      const typename V::I dl = V::lo(d1, d0), dh = V::hi(d1, d0);
+#pragma GCC unroll 8
+      for (int kw = 0; kw < KW; ++kw) {
+        s[kw][grp][0] = V::dot(s[kw][grp][0], xl[kw][grp], dl);
+        s[kw][grp][1] = V::dot(s[kw][grp][1], xh[kw][grp], dh);
+      }
+    }
+#pragma GCC unroll 8
+    for (int kw = 0; kw + 2 < KW; ++kw) {
+#pragma GCC unroll 2
+      for (int grp = 0; grp < G; ++grp)
+        xl[kw][grp] = xl[kw + 2][grp], xh[kw][grp] = xh[kw + 2][grp];
+    }
+  }
+}
+
 // The column pair (ow, ow + 1), or column ow alone (last), where some taps read padding: each
 // tap adds the columns whose input column iw (first_iw + kw at column ow) is inside the row, so
 // that padding adds nothing (not even 0 * inf).
@@ -168,9 +214,13 @@ template <typename V, int KW, int S, int G>
 MIXPREC_DW_BF16_INLINE void edge_columns(Sums<V, KW, G>& s, const bfloat16* x_row,
                                          const bfloat16* dy, std::int64_t first_iw,
                                          std::int64_t in_w, std::int64_t C, bool last) {
+#pragma GCC unroll 2
   for (int grp = 0; grp < G; ++grp) {
     const std::int64_t c = grp * V::kChannels;
     const typename V::I d0 = V::load(dy + c), d1 = last ? d0 : V::load(dy + C + c);
+    // Unrolled, so that every sum is a register (an index known at run time only would keep them
+    // all in memory).
+#pragma GCC unroll 8
     for (int kw = 0; kw < KW; ++kw) {
       const std::int64_t iw0 = first_iw + kw, iw1 = iw0 + S;
       const bool in0 = iw0 >= 0 && iw0 < in_w, in1 = !last && iw1 >= 0 && iw1 < in_w;
@@ -196,8 +246,14 @@ MIXPREC_DW_BF16_INLINE void one_row(Sums<V, KW, G>& s, const bfloat16* x_row,
   for (; ow + 1 < g.out_w && ow < p.lo; ow += 2) {
     edge_columns<V, KW, S, G>(s, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C, false);
   }
-  for (; ow + 1 < p.hi; ow += 2) {
-    interior_pair<V, KW, S, G>(s, x_row + (ow * S - g.pad_left) * C, dy_row + ow * C, C);
+  if constexpr (S == 1) {
+    const std::int64_t pairs = ow + 1 < p.hi ? (p.hi - ow) / 2 : 0;
+    interior_run_s1<V, KW, G>(s, x_row + (ow - g.pad_left) * C, dy_row + ow * C, C, pairs);
+    ow += 2 * pairs;
+  } else {
+    for (; ow + 1 < p.hi; ow += 2) {
+      interior_pair<V, KW, S, G>(s, x_row + (ow * S - g.pad_left) * C, dy_row + ow * C, C);
+    }
   }
   for (; ow + 1 < g.out_w; ow += 2) {
     edge_columns<V, KW, S, G>(s, x_row, dy_row + ow * C, ow * S - g.pad_left, g.in_w, C, false);
