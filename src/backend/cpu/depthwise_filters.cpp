@@ -8,7 +8,8 @@
 // registers over all rows and columns of a block of rows, and each dy vector of an interior column
 // is loaded once for the KW taps. Every other geometry, and channels left over after the blocks,
 // run the generic loop (one tap at a time). Both add every sum's rows, and each row's columns, in
-// increasing order.
+// increasing order. On a CPU with AVX512_BF16, bfloat16's register-blocked loop is the one in
+// depthwise_filters_bf16.cpp (vdpbf16ps on column pairs, same order, same sums but for subnormals).
 #include "backend/cpu/depthwise_filters.h"
 
 #include <algorithm>
