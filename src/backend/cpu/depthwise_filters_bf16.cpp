@@ -181,7 +181,7 @@ template <typename V, int KW, int G>
 MIXPREC_DW_BF16_INLINE void interior_run_s1(Sums<V, KW, G>& s, const bfloat16* x,
                                             const bfloat16* dy, std::int64_t C,
                                             std::int64_t pairs) {
-  if (pairs <= 0) return;  // x may have no interior column to read
+  if (pairs <= 0) return;              // x may have no interior column to read
   typename V::I xl[KW][G], xh[KW][G];  // tap kw: columns ow + kw and ow + kw + 1, interleaved
 #pragma GCC unroll 8
   for (int kw = 0; kw + 2 < KW; ++kw) interleave<V, G>(xl[kw], xh[kw], x + kw * C, C);
