@@ -1,7 +1,8 @@
 // The CPU depthwise backward-filters kernel (src/backend/cpu/depthwise_filters.cpp) against the
 // reference loops (conv_reference.h) on float64 copies of the same values: float32 within a
 // float32 summation bound, float16/bfloat16 as the float32 result rounded once; plus independence
-// of the thread count and the dispatch from cpu::conv2d_backward_filters.
+// of the thread count and the dispatch from cpu::conv2d_backward_filters. bfloat16's AVX512_BF16
+// loop (depthwise_filters_bf16.cpp) is also checked against the float32-FMA loop bit for bit.
 #include "backend/cpu/depthwise_filters.h"
 
 #include <omp.h>
@@ -13,6 +14,8 @@
 
 #include "backend/cpu/conv.h"
 #include "backend/cpu/conv_reference.h"
+#include "backend/cpu/depthwise_filters_bf16.h"
+#include "core/convert_kernels.h"
 #include "support/gradcheck.h"
 #include "support/op_test_helpers.h"
 
@@ -191,18 +194,22 @@ TEST(DepthwiseFilters, PaddingAddsNothingForNonFiniteGradients) {
 }
 
 TEST(DepthwiseFilters, IndependentOfThreadCount) {
-  // The first sums its partials on the calling thread, the second in parallel.
-  for (const DwCase& c : {DwCase{3, 17, 15, 48, 5, 1, true}, DwCase{4, 9, 11, 176, 5, 2, true}}) {
-    const ConvGeometry g = geometry(c);
-    const Tensor x = normal({c.n, c.h, c.w, c.c}, 31);
-    const Tensor dy = normal({c.n, g.out_h, g.out_w, c.c}, 32);
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const auto one = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
-    omp_set_num_threads(3);
-    const auto three = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
-    omp_set_num_threads(threads);
-    EXPECT_EQ(one, three) << c.label();
+  // The first sums its partials on the calling thread, the second in parallel; bfloat16 runs the
+  // AVX512_BF16 loop where the CPU has it.
+  for (const DwCase& c : {DwCase{3, 17, 15, 48, 5, 1, true}, DwCase{4, 9, 11, 176, 5, 2, true},
+                          DwCase{4, 16, 16, 144, 3, 1, true}}) {
+    for (DType dtype : {DType::float32, DType::bfloat16}) {
+      const ConvGeometry g = geometry(c);
+      const Tensor x = normal({c.n, c.h, c.w, c.c}, 31).to(dtype);
+      const Tensor dy = normal({c.n, g.out_h, g.out_w, c.c}, 32).to(dtype);
+      const int threads = omp_get_max_threads();
+      omp_set_num_threads(1);
+      const auto one = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
+      omp_set_num_threads(3);
+      const auto three = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
+      omp_set_num_threads(threads);
+      EXPECT_EQ(one, three) << dtype_name(dtype) << " " << c.label();
+    }
   }
 }
 
@@ -222,6 +229,151 @@ TEST(DepthwiseFilters, EmptyBatchGivesZeros) {
   const Tensor dw =
       cpu::conv2d_backward_filters(normal({0, 5, 5, 3}, 1), normal({0, 5, 5, 3}, 2), g);
   EXPECT_EQ(dw.to_vector<float>(), std::vector<float>(27, 0.0f));
+}
+
+// Channel counts for the AVX512_BF16 loop's blocks: 16 (one ymm block), 32 (one zmm block), 48
+// (32 + 16), 96 (64 + 32 at kernel width 3, three of 32 at width 5), 144 (2 * 64 + 16 at width 3,
+// 4 * 32 + 16 at width 5) and 1168 (1152 + 16); 40 leaves 8 channels to the generic loop.
+const std::vector<std::int64_t> kBf16Channels = {16, 32, 40, 48, 96, 144, 1168};
+
+bool bf16_dot_runs() {
+  cpu::depthwise::set_bf16_dot_allowed(true);
+  return cpu::depthwise::bf16_dot_in_use();
+}
+
+constexpr const char* kNoBf16Dot =
+    "the CPU lacks AVX512_BF16: bfloat16 runs the float32-FMA loop, nothing to compare";
+
+// Every kind of the register-blocked loop (on a CPU with AVX512_BF16, bfloat16's vdpbf16ps loop)
+// against the float64 reference, odd and even widths, 'same' and 'valid', all channel blocks.
+TEST(DepthwiseFilters, Bf16DotLoopMatchesReference) {
+  std::uint64_t seed = 5000;
+  for (std::int64_t k : {3, 5}) {
+    for (std::int64_t stride : {1, 2}) {
+      for (bool same : {true, false}) {
+        for (std::int64_t width : {6, 13}) {
+          for (std::int64_t channels : kBf16Channels) {
+            check_against_reference({2, 6, width, channels, k, stride, same}, seed);
+            seed += 2;
+          }
+        }
+      }
+    }
+  }
+}
+
+// EfficientNet-B0's small depthwise shapes at 64x64 input: rows of at most 4 columns, where every
+// column of a 5-wide kernel reads padding.
+TEST(DepthwiseFilters, EfficientNetSmallShapesMatchReference) {
+  const std::vector<DwCase> cases = {
+      {2, 4, 4, 480, 3, 1, true},  {2, 4, 4, 672, 5, 1, true},  {2, 4, 4, 672, 5, 2, true},
+      {2, 2, 2, 1152, 5, 1, true}, {2, 2, 2, 1152, 3, 1, true}, {2, 8, 8, 240, 3, 2, true},
+  };
+  std::uint64_t seed = 6000;
+  for (const DwCase& c : cases) {
+    check_against_reference(c, seed);
+    seed += 2;
+  }
+}
+
+// The float32 sums of the vdpbf16ps loop for filter row kh and output rows [r0, r1), starting from
+// `start`, against the same sums added one std::fma at a time in the float32-FMA loop's order
+// (rows, then columns, increasing): equal bit for bit, the channels from the returned one on
+// untouched.
+void check_dot_sums(const DwCase& c, std::int64_t kh, std::int64_t r0, std::int64_t r1,
+                    std::uint64_t seed) {
+  const ConvGeometry g = geometry(c);
+  const auto x = normal({c.n, c.h, c.w, c.c}, seed).to(DType::bfloat16);
+  const auto dy = normal({c.n, g.out_h, g.out_w, c.c}, seed + 1).to(DType::bfloat16);
+  const std::vector<float> xf = x.to_vector<float>(), dyf = dy.to_vector<float>();
+  const std::int64_t C = c.c;
+  const std::vector<float> start = normal({g.kernel_w * C}, seed + 2).to_vector<float>();
+  std::vector<float> got = start, want = start;
+  const cpu::depthwise::RowPlan plan = cpu::depthwise::plan_rows(g);
+  ASSERT_NE(plan.kind, 0) << c.label();
+  const std::int64_t end = cpu::depthwise::blocked_channels_bf16_dot(
+      static_cast<const bfloat16*>(x.data_ptr()), static_cast<const bfloat16*>(dy.data_ptr()), g,
+      plan, {kh, r0, r1}, got.data());
+  ASSERT_EQ(end, C - C % 16) << c.label();
+  for (std::int64_t r = r0; r < r1; ++r) {
+    const std::int64_t n = r / g.out_h, ih = r % g.out_h * g.stride_h - g.pad_top + kh;
+    if (ih < 0 || ih >= g.in_h) continue;
+    for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
+      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+        const std::int64_t iw = ow * g.stride_w - g.pad_left + kw;
+        if (iw < 0 || iw >= g.in_w) continue;
+        for (std::int64_t ch = 0; ch < end; ++ch) {
+          float& a = want[kw * C + ch];
+          a = std::fma(xf[((n * g.in_h + ih) * g.in_w + iw) * C + ch],
+                       dyf[(r * g.out_w + ow) * C + ch], a);
+        }
+      }
+    }
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], want[i]) << c.label() << " kh " << kh << " rows " << r0 << ".." << r1
+                               << " tap " << i / C << " channel " << i % C;
+  }
+}
+
+TEST(DepthwiseFilters, Bf16DotSumsEqualFmaOrderBitForBit) {
+  if (!bf16_dot_runs()) GTEST_SKIP() << kNoBf16Dot;
+  std::uint64_t seed = 7000;
+  for (std::int64_t k : {3, 5}) {
+    for (std::int64_t stride : {1, 2}) {
+      for (bool same : {true, false}) {
+        for (std::int64_t width : {1, 2, 4, 5, 12, 13}) {
+          for (std::int64_t channels : kBf16Channels) {
+            const DwCase c{2, 5, width, channels, k, stride, same};
+            const ConvGeometry g = geometry(c);
+            if (g.out_w < 1) continue;  // 'valid' narrower than the kernel
+            const std::int64_t rows = c.n * g.out_h;
+            check_dot_sums(c, k / 2, 0, rows, seed);      // every row, from the first
+            check_dot_sums(c, 0, 1, rows - 1, seed + 3);  // from inside an image, padded rows
+            seed += 6;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The whole kernel with the vdpbf16ps loop and with the float32-FMA loop (forced by the test hook):
+// the same bfloat16 results.
+TEST(DepthwiseFilters, Bf16DotLoopEqualsFmaLoopBitForBit) {
+  if (!bf16_dot_runs()) GTEST_SKIP() << kNoBf16Dot;
+  std::uint64_t seed = 8000;
+  for (std::int64_t k : {3, 5}) {
+    for (std::int64_t stride : {1, 2}) {
+      for (std::int64_t width : {4, 7, 16}) {
+        for (std::int64_t channels : kBf16Channels) {
+          const DwCase c{3, 9, width, channels, k, stride, true};
+          const ConvGeometry g = geometry(c);
+          const Tensor x = normal({c.n, c.h, c.w, c.c}, seed).to(DType::bfloat16);
+          const Tensor dy = normal({c.n, g.out_h, g.out_w, c.c}, seed + 1).to(DType::bfloat16);
+          const auto dot = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
+          cpu::depthwise::set_bf16_dot_allowed(false);
+          const auto fma = cpu::depthwise_backward_filters(x, dy, g).to_vector<float>();
+          cpu::depthwise::set_bf16_dot_allowed(true);
+          EXPECT_EQ(dot, fma) << c.label();
+          seed += 2;
+        }
+      }
+    }
+  }
+}
+
+// The conversion paths' limit below avx512_bf16 and the test hook both turn the loop off.
+TEST(DepthwiseFilters, Bf16DotFollowsConvertIsaAndHook) {
+  if (!bf16_dot_runs()) GTEST_SKIP() << kNoBf16Dot;
+  const core::ConvertIsa before = core::set_convert_isa_limit(core::ConvertIsa::avx512);
+  EXPECT_FALSE(cpu::depthwise::bf16_dot_in_use());
+  core::set_convert_isa_limit(before);
+  EXPECT_TRUE(cpu::depthwise::bf16_dot_in_use());
+  EXPECT_TRUE(cpu::depthwise::set_bf16_dot_allowed(false));
+  EXPECT_FALSE(cpu::depthwise::bf16_dot_in_use());
+  EXPECT_FALSE(cpu::depthwise::set_bf16_dot_allowed(true));
+  EXPECT_TRUE(cpu::depthwise::bf16_dot_in_use());
 }
 
 }  // namespace

@@ -8,13 +8,16 @@
 // registers over all rows and columns of a block of rows, and each dy vector of an interior column
 // is loaded once for the KW taps. Every other geometry, and channels left over after the blocks,
 // run the generic loop (one tap at a time). Both add every sum's rows, and each row's columns, in
-// increasing order.
+// increasing order. On a CPU with AVX512_BF16, bfloat16's register-blocked loop is the one in
+// depthwise_filters_bf16.cpp (vdpbf16ps on column pairs, same order, same sums but for subnormals).
 #include "backend/cpu/depthwise_filters.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cpu/depthwise_filters_bf16.h"
+#include "backend/cpu/depthwise_filters_rows.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/simd_convert.h"
 #include "backend/cpu/target_clones.h"
@@ -25,6 +28,13 @@
 namespace mixprec::cpu {
 
 namespace {
+
+using depthwise::ColumnRange;
+using depthwise::kNarrowBlock;
+using depthwise::kWideBlock;
+using depthwise::RowPlan;
+using depthwise::RowSpan;
+using depthwise::valid_columns;
 
 // At most this many blocks of (n, oh) rows: a fixed partition (it depends on the geometry only),
 // so the block sums, added in block order, do not depend on the thread count.
@@ -37,46 +47,10 @@ constexpr std::int64_t kMinColumnsPerBlock = 64;
 constexpr std::int64_t kParallelWork = std::int64_t{1} << 15;
 // Channels per register block of the generic loop.
 constexpr std::int64_t kChannelBlock = 64;
-// Channels per register block of the register-blocked loop (KW sums of this many floats each are
-// held in registers: 10 zmm at KW = 5), and the narrower block for the channels left over.
-constexpr int kWideBlock = 32;
-constexpr int kNarrowBlock = 16;
 // Filter elements per chunk of the sum of the block partials, and the least number of partial
 // elements (blocks * filter elements) that the sum runs in parallel for.
 constexpr std::int64_t kSumChunk = 2048;
 constexpr std::int64_t kParallelSum = std::int64_t{1} << 16;
-
-// The output columns [lo, hi) whose tap kw reads a column inside the input.
-struct ColumnRange {
-  std::int64_t lo = 0, hi = 0;
-};
-
-ColumnRange valid_columns(const ConvGeometry& g, std::int64_t kw) {
-  const std::int64_t offset = kw * g.dilation_w - g.pad_left;  // iw = ow * stride_w + offset
-  const std::int64_t s = g.stride_w;
-  const std::int64_t lo = offset >= 0 ? 0 : (-offset + s - 1) / s;
-  const std::int64_t limit = g.in_w - offset;  // ow * s < limit
-  const std::int64_t hi = limit <= 0 ? 0 : std::min(g.out_w, (limit + s - 1) / s);
-  return {lo, std::max(lo, hi)};
-}
-
-// What the register-blocked loop needs of the geometry: `kind` selects the specialisation (0: the
-// generic loop only), [lo, hi) are the interior columns (every tap reads inside the row).
-struct RowPlan {
-  int kind = 0;  // kernel_w * 10 + stride_w: 31, 32, 51, 52
-  std::int64_t lo = 0, hi = 0;
-};
-
-RowPlan plan_rows(const ConvGeometry& g) {
-  RowPlan p;
-  const bool width = g.kernel_w == 3 || g.kernel_w == 5;
-  const bool stride = g.stride_w == 1 || g.stride_w == 2;
-  if (!width || !stride || g.dilation_w != 1 || g.in_channels < kNarrowBlock) return p;
-  p.kind = static_cast<int>(g.kernel_w * 10 + g.stride_w);
-  p.lo = std::min(valid_columns(g, 0).lo, g.out_w);  // a row narrower than the padding: all edge
-  p.hi = std::max(p.lo, valid_columns(g, g.kernel_w - 1).hi);
-  return p;
-}
 
 // acc[c] += sum over j in [0, columns) of x[j * x_step + c] * dy[j * C + c] for c in [0, count);
 // count == kChannelBlock keeps the block's sums in registers over the columns. 16-bit values are
@@ -142,24 +116,6 @@ MIXPREC_CPU_ALWAYS_INLINE void edge_column(float (&a)[KW][B], const T* x_row, co
   }
 }
 
-// One block's output rows [r0, r1) (r = n * out_h + oh) and the filter row kh they are summed
-// for. for_each calls body(r, input row n * in_h + ih) for the rows whose ih at this kh is inside
-// the input (stepping n and oh, no division per row).
-struct RowSpan {
-  std::int64_t kh = 0, r0 = 0, r1 = 0;
-  template <typename Body>
-  MIXPREC_CPU_ALWAYS_INLINE void for_each(const ConvGeometry& g, Body&& body) const {
-    if (r0 >= r1) return;
-    std::int64_t n = r0 / g.out_h, oh = r0 % g.out_h;
-    const std::int64_t offset = kh * g.dilation_h - g.pad_top;  // ih = oh * stride_h + offset
-    for (std::int64_t r = r0; r < r1; ++r) {
-      const std::int64_t ih = oh * g.stride_h + offset;
-      if (ih >= 0 && ih < g.in_h) body(r, n * g.in_h + ih);  // else zero padding
-      if (++oh == g.out_h) oh = 0, ++n;
-    }
-  }
-};
-
 // The register-blocked loop for the rows of `rows` at filter row kh and the B channels at x / dy
 // / acc (offset by the block's first channel): a[kw] holds tap kw's sums over all the rows and
 // columns; an interior column loads each dy vector once for its KW taps.
@@ -222,18 +178,33 @@ MIXPREC_CPU_ALWAYS_INLINE std::int64_t blocked_channels(const T* x, const T* dy,
   return blocked_range<T, KW, S, kNarrowBlock>(x, dy, g, p, rows, c0, acc);
 }
 
+// The register-blocked loop of the plan's kind on the leading channels; returns the first channel
+// it left (0 when the plan has none).
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE std::int64_t blocked_kinds(const T* x, const T* dy, const ConvGeometry& g,
+                                                     const RowPlan& p, const RowSpan& rows,
+                                                     float* acc) {
+  switch (p.kind) {
+    case 31: return blocked_channels<T, 3, 1>(x, dy, g, p, rows, acc);
+    case 32: return blocked_channels<T, 3, 2>(x, dy, g, p, rows, acc);
+    case 51: return blocked_channels<T, 5, 1>(x, dy, g, p, rows, acc);
+    case 52: return blocked_channels<T, 5, 2>(x, dy, g, p, rows, acc);
+    default: return 0;
+  }
+}
+
 // Adds the contributions of the rows of `rows` at filter row rows.kh to acc (that kh's KW * C
-// sums): the register-blocked loop where the plan has one, the generic loop for the rest.
+// sums): the register-blocked loop where the plan has one (for bfloat16 the AVX512_BF16 one where
+// the plan says so), the generic loop for the rest.
 template <typename T>
 MIXPREC_CPU_ALWAYS_INLINE void rows_body(const T* x, const T* dy, const ConvGeometry& g,
                                          const RowPlan& p, const RowSpan& rows, float* acc) {
   std::int64_t c0 = 0;
-  switch (p.kind) {
-    case 31: c0 = blocked_channels<T, 3, 1>(x, dy, g, p, rows, acc); break;
-    case 32: c0 = blocked_channels<T, 3, 2>(x, dy, g, p, rows, acc); break;
-    case 51: c0 = blocked_channels<T, 5, 1>(x, dy, g, p, rows, acc); break;
-    case 52: c0 = blocked_channels<T, 5, 2>(x, dy, g, p, rows, acc); break;
-    default: break;
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    c0 = p.bf16_dot ? depthwise::blocked_channels_bf16_dot(x, dy, g, p, rows, acc)
+                    : blocked_kinds(x, dy, g, p, rows, acc);
+  } else {
+    c0 = blocked_kinds(x, dy, g, p, rows, acc);
   }
   if (c0 >= g.in_channels) return;
   rows.for_each(g, [&](std::int64_t r, std::int64_t in_row) {
@@ -313,7 +284,8 @@ void backward_filters(const T* x, const T* dy, T* dw, const ConvGeometry& g) {
   // each is zeroed by the thread that fills it.
   Tensor scratch = core::make_tensor(Shape{blocks * size}, DType::float32, Device::cpu());
   float* partial = static_cast<float*>(scratch.data_ptr());
-  const RowPlan plan = plan_rows(g);
+  RowPlan plan = depthwise::plan_rows(g);
+  plan.bf16_dot = std::is_same_v<T, bfloat16> && plan.kind != 0 && depthwise::bf16_dot_in_use();
   const std::int64_t chunks = (size + kSumChunk - 1) / kSumChunk;
   const auto fill = [&](std::int64_t b) {
     accumulate_block(x, dy, g, plan, b, blocks, partial + b * size);
