@@ -9,6 +9,7 @@
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/parallel.h"
 #include "backend/cpu/simd_convert.h"
+#include "backend/cpu/target_clones.h"
 #include "core/dispatch.h"
 #include "core/reduce_split.h"
 #include "core/tensor_impl.h"
@@ -70,8 +71,9 @@ inline C widen(const T* p) {
 // over a long column would lose accuracy: each addition to a large partial sum rounds, with a
 // systematic bias when the addends are alike); maxima are exact. Results in `result` (double).
 template <typename T>
-void reduce_column_block(ReduceOp op, const T* x, std::int64_t cols, std::int64_t r0,
-                         std::int64_t r1, std::int64_t start, std::int64_t n, double* result) {
+MIXPREC_CPU_CLONES void reduce_column_block(ReduceOp op, const T* x, std::int64_t cols,
+                                            std::int64_t r0, std::int64_t r1, std::int64_t start,
+                                            std::int64_t n, double* result) {
   using C = core::compute_t<T>;
   alignas(64) C acc[kChunk];
   std::fill(acc, acc + n, identity<C>(op));
