@@ -1,0 +1,407 @@
+// The depthwise forward and backward-data kernels; see depthwise_conv.h. Both passes are one loop:
+// every output row (a row of y, or of dx) reads a few input rows (of x, or of dy) at filter rows
+// kh, and every output column a few input columns at filter columns kw, so each output element is
+// a sum over its valid (kh, kw) taps, computed by one thread in the order (kh, kw). Taps that would
+// read padding are never visited (no 0 * inf).
+//
+// Channels run in register blocks of kLanes floats (one AVX-512 register; 16-bit values widened
+// in registers, simd_convert.h). The common geometries (kernel width 3 or 5, stride 1 or 2,
+// dilation 1: EfficientNet, MobileNet) run a tile of J output columns whose J sums stay in
+// registers over all the taps, each filter vector loaded once per tile and filter row and each
+// input vector once per filter row (the compiler merges the loads the J columns share). Which
+// (column, tap) pairs a tile adds, and from which input column, is fixed at compile time: forward,
+// output column j reads input column j * S + kw; backward data, dx column j reads dy column
+// (P + j - kw) / S where that divides (P: the tile's phase modulo the stride). Columns whose taps
+// reach past the input (edges), the channels after the last full block, and every other geometry
+// (dilation, other sizes) run the generic loop over precomputed per-column tap lists.
+#include "backend/cpu/depthwise_conv.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/depthwise_filters.h"
+#include "backend/cpu/parallel.h"
+#include "backend/cpu/simd_convert.h"
+#include "backend/cpu/target_clones.h"
+#include "core/dispatch.h"
+#include "core/env_switch.h"
+#include "core/tensor_impl.h"
+#include "mixprec/error.h"
+
+namespace mixprec::cpu {
+
+namespace {
+
+constinit core::EnvSwitch g_depthwise("MIXPREC_DEPTHWISE");
+
+// Channels per register block.
+constexpr int kLanes = 16;
+// Output columns per tile: the wide tile, then the narrow one for what is left of the interior.
+constexpr int kWideTile = 8;
+constexpr int kNarrowTile = 4;
+// Parallel only above this many multiply-adds.
+constexpr std::int64_t kParallelWork = std::int64_t{1} << 15;
+// At most this many blocks of output rows for the threads (a fixed partition).
+constexpr std::int64_t kMaxBlocks = 256;
+
+// An input row that an output row reads at filter row kh (the row's first element).
+template <typename T>
+struct RowTap {
+  const T* row;
+  std::int64_t kh;
+};
+
+// An input column that an output column reads at filter column kw.
+struct ColTap {
+  std::int64_t kw, col;
+};
+
+// One pass as "output rows/columns read input rows/columns through taps".
+struct Plan {
+  bool backward = false;
+  std::int64_t channels = 0, kernel_h = 0, kernel_w = 0;
+  std::int64_t out_h = 0, out_w = 0;  // output rows / columns per image (y, or dx)
+  std::int64_t in_h = 0, in_w = 0;    // input rows / columns per image (x, or dy)
+  std::int64_t stride_h = 1, dilation_h = 1, pad_top = 0, pad_left = 0;
+  // Per output column o, its taps col_taps[col_start[o], col_start[o + 1]) in increasing kw.
+  std::vector<std::int64_t> col_start;
+  std::vector<ColTap> col_taps;
+  // The tile loops: kind = kernel_w * 10 + stride_w (31, 32, 51, 52; 0: generic loop only), the
+  // interior output columns [lo, hi) (every tap inside the input), phase P and the backward tile's
+  // input column offset D (see tile_offset).
+  int kind = 0, phase = 0, reach = 0;
+  std::int64_t lo = 0, hi = 0, stride_w = 1;
+  const float* filters = nullptr;  // float32 (KH, KW, C)
+  const float* bias = nullptr;     // float32 (C): the bias or zeros
+};
+
+// The input column that output column o reads at tap kw, or -1 where it reads padding (or, in
+// backward data, where no output column reads o through kw).
+std::int64_t column_of(const ConvGeometry& g, bool backward, std::int64_t o, std::int64_t kw) {
+  if (!backward) {
+    const std::int64_t iw = o * g.stride_w - g.pad_left + kw * g.dilation_w;
+    return iw >= 0 && iw < g.in_w ? iw : -1;
+  }
+  const std::int64_t t = o + g.pad_left - kw * g.dilation_w;
+  if (t < 0 || t % g.stride_w != 0 || t / g.stride_w >= g.out_w) return -1;
+  return t / g.stride_w;
+}
+
+// The interior columns of the tile loops (dilation 1): forward, ow * S - pl >= 0 and ow * S - pl +
+// KW - 1 < in_w; backward, iw + pl - (KW - 1) >= 0 (every tap's dy column >= 0) and (iw + pl) / S
+// < out_w (the largest dy column inside).
+void plan_tiles(const ConvGeometry& g, Plan& p) {
+  const std::int64_t kw = g.kernel_w, s = g.stride_w, pl = g.pad_left;
+  const bool sizes = (kw == 3 || kw == 5) && (s == 1 || s == 2) && g.dilation_w == 1;
+  if (!sizes || p.channels < kLanes) return;
+  std::int64_t lo = 0, hi = 0;
+  if (!p.backward) {
+    lo = (pl + s - 1) / s;
+    hi = g.in_w - kw + pl < 0 ? 0 : (g.in_w - kw + pl) / s + 1;
+  } else {
+    lo = std::max<std::int64_t>(0, kw - 1 - pl);
+    hi = s * g.out_w - pl;  // iw + pl <= S * out_w - 1
+  }
+  p.lo = std::min(lo, p.out_w);
+  p.hi = std::clamp(hi, p.lo, p.out_w);
+  p.kind = static_cast<int>(kw * 10 + s);
+  p.stride_w = s;
+  p.phase = p.backward ? static_cast<int>((p.lo + pl) % s) : 0;
+  p.reach = static_cast<int>((kw - 1 + s - 1) / s);
+}
+
+Plan make_plan(const ConvGeometry& g, bool backward) {
+  Plan p;
+  p.backward = backward;
+  p.channels = g.in_channels, p.kernel_h = g.kernel_h, p.kernel_w = g.kernel_w;
+  p.out_h = backward ? g.in_h : g.out_h, p.out_w = backward ? g.in_w : g.out_w;
+  p.in_h = backward ? g.out_h : g.in_h, p.in_w = backward ? g.out_w : g.in_w;
+  p.stride_h = g.stride_h, p.dilation_h = g.dilation_h;
+  p.pad_top = g.pad_top, p.pad_left = g.pad_left;
+  p.col_start.reserve(p.out_w + 1);
+  for (std::int64_t o = 0; o < p.out_w; ++o) {
+    p.col_start.push_back(static_cast<std::int64_t>(p.col_taps.size()));
+    for (std::int64_t kw = 0; kw < g.kernel_w; ++kw) {
+      const std::int64_t col = column_of(g, backward, o, kw);
+      if (col >= 0) p.col_taps.push_back({kw, col});
+    }
+  }
+  p.col_start.push_back(static_cast<std::int64_t>(p.col_taps.size()));
+  plan_tiles(g, p);
+  return p;
+}
+
+// The input rows that output row r (n * out_h + oh) reads, in increasing kh; returns their count.
+template <typename T>
+std::int64_t row_taps(const Plan& p, const T* in, std::int64_t r, RowTap<T>* taps) {
+  const std::int64_t n = r / p.out_h, o = r % p.out_h, row_size = p.in_w * p.channels;
+  std::int64_t count = 0;
+  for (std::int64_t kh = 0; kh < p.kernel_h; ++kh) {
+    std::int64_t i = -1;
+    if (!p.backward) {
+      i = o * p.stride_h - p.pad_top + kh * p.dilation_h;
+    } else {
+      const std::int64_t t = o + p.pad_top - kh * p.dilation_h;
+      if (t >= 0 && t % p.stride_h == 0) i = t / p.stride_h;
+    }
+    if (i >= 0 && i < p.in_h) taps[count++] = {in + (n * p.in_h + i) * row_size, kh};
+  }
+  return count;
+}
+
+// Which input column, relative to the tile's first, output column j of a tile adds at tap kw, or
+// -1 for none. Forward: j * S + kw. Backward data: dx column j reads dy column (P + j - kw) / S
+// where S divides P + j - kw, relative to the tile's first dy column (offset by D =
+// ceil((KW - 1) / S) so that every offset is >= 0).
+template <bool Backward, int S, int P, int KW>
+constexpr int tile_offset(int j, int kw) {
+  if constexpr (!Backward) {
+    return j * S + kw;
+  } else {
+    constexpr int D = (KW - 1 + S - 1) / S;
+    const int v = P + j - kw + D * S;
+    return v % S == 0 ? v / S : -1;
+  }
+}
+
+// J output columns of one output row for the kLanes channels at w / bias / out (offset by the
+// block's first channel); rows[r].row + col0 * C is the first input column the tile reads.
+template <typename T, int KW, int S, int J, bool Backward, int P>
+MIXPREC_CPU_ALWAYS_INLINE void tile(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
+                                    std::int64_t col0, std::int64_t c0, T* out) {
+  const std::int64_t C = p.channels;
+  float acc[J][kLanes];
+#pragma GCC unroll 16
+  for (int j = 0; j < J; ++j) {
+#pragma omp simd
+    for (int c = 0; c < kLanes; ++c) acc[j][c] = 0.0f;
+  }
+  for (std::int64_t r = 0; r < nrows; ++r) {
+    const T* x = rows[r].row + col0 * C + c0;
+    const float* w = p.filters + rows[r].kh * KW * C + c0;
+#pragma GCC unroll 8
+    for (int kw = 0; kw < KW; ++kw) {
+#pragma omp simd
+      for (int c = 0; c < kLanes; ++c) {
+        const float wv = w[kw * C + c];
+#pragma GCC unroll 16
+        for (int j = 0; j < J; ++j) {
+          constexpr int kNone = -1;
+          const int off = tile_offset<Backward, S, P, KW>(j, kw);
+          if (off != kNone) acc[j][c] += simd::load(x + off * C + c) * wv;
+        }
+      }
+    }
+  }
+  const float* b = p.bias + c0;
+#pragma GCC unroll 16
+  for (int j = 0; j < J; ++j) {
+#pragma omp simd
+    for (int c = 0; c < kLanes; ++c) simd::store(out + j * C + c0 + c, acc[j][c] + b[c]);
+  }
+}
+
+// One output column o for the channels [c0, c0 + count), count <= kLanes (Full: count == kLanes,
+// the sums stay in registers): every valid (kh, kw) tap from the plan's lists.
+template <typename T, bool Full>
+MIXPREC_CPU_ALWAYS_INLINE void column(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
+                                      std::int64_t o, std::int64_t c0, std::int64_t count, T* out) {
+  const std::int64_t C = p.channels, KW = p.kernel_w;
+  const std::int64_t n = Full ? kLanes : count;
+  const ColTap* cols = p.col_taps.data() + p.col_start[o];
+  const std::int64_t ncols = p.col_start[o + 1] - p.col_start[o];
+  float acc[kLanes];
+#pragma omp simd
+  for (int c = 0; c < kLanes; ++c) acc[c] = 0.0f;
+  for (std::int64_t r = 0; r < nrows; ++r) {
+    const float* w_row = p.filters + rows[r].kh * KW * C + c0;
+    for (std::int64_t t = 0; t < ncols; ++t) {
+      const T* x = rows[r].row + cols[t].col * C + c0;
+      const float* w = w_row + cols[t].kw * C;
+#pragma omp simd
+      for (std::int64_t c = 0; c < n; ++c) acc[c] += simd::load(x + c) * w[c];
+    }
+  }
+  T* y = out + o * C + c0;
+  const float* b = p.bias + c0;
+#pragma omp simd
+  for (std::int64_t c = 0; c < n; ++c) simd::store(y + c, acc[c] + b[c]);
+}
+
+// The columns [begin, end) of one output row through the generic loop, channels [c0, c0 + count).
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE void columns(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
+                                       std::int64_t begin, std::int64_t end, std::int64_t c0,
+                                       std::int64_t count, T* out) {
+  if (count == kLanes) {
+    for (std::int64_t o = begin; o < end; ++o) column<T, true>(p, rows, nrows, o, c0, count, out);
+  } else {
+    for (std::int64_t o = begin; o < end; ++o) column<T, false>(p, rows, nrows, o, c0, count, out);
+  }
+}
+
+// The first input column a tile starting at output column o reads (see tile_offset).
+template <int S, bool Backward, int P, int KW>
+MIXPREC_CPU_ALWAYS_INLINE std::int64_t tile_column(const Plan& p, std::int64_t o) {
+  if constexpr (!Backward) {
+    return o * S - p.pad_left;
+  } else {
+    constexpr int D = (KW - 1 + S - 1) / S;
+    return (o + p.pad_left - P) / S - D;
+  }
+}
+
+// One output row with the tile loops: per channel block, the edge columns through the generic
+// loop, the interior in tiles of kWideTile then kNarrowTile columns, the rest generic; then the
+// channels after the last full block, generic.
+template <typename T, int KW, int S, bool Backward, int P>
+MIXPREC_CPU_ALWAYS_INLINE void tiled_row(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
+                                         T* out) {
+  const std::int64_t C = p.channels, full = C / kLanes * kLanes;
+  for (std::int64_t c0 = 0; c0 < full; c0 += kLanes) {
+    columns(p, rows, nrows, 0, p.lo, c0, kLanes, out);
+    std::int64_t o = p.lo;
+    for (; o + kWideTile <= p.hi; o += kWideTile) {
+      tile<T, KW, S, kWideTile, Backward, P>(p, rows, nrows, tile_column<S, Backward, P, KW>(p, o),
+                                             c0, out + o * C);
+    }
+    for (; o + kNarrowTile <= p.hi; o += kNarrowTile) {
+      tile<T, KW, S, kNarrowTile, Backward, P>(
+          p, rows, nrows, tile_column<S, Backward, P, KW>(p, o), c0, out + o * C);
+    }
+    columns(p, rows, nrows, o, p.out_w, c0, kLanes, out);
+  }
+  if (full < C) columns(p, rows, nrows, 0, p.out_w, full, C - full, out);
+}
+
+// One output row: the tile loops where the plan has them, the generic loop otherwise.
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE void row_body(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
+                                        T* out) {
+  const int key = p.kind * 4 + (p.backward ? 2 : 0) + p.phase;
+  switch (key) {
+    case 31 * 4: return tiled_row<T, 3, 1, false, 0>(p, rows, nrows, out);
+    case 32 * 4: return tiled_row<T, 3, 2, false, 0>(p, rows, nrows, out);
+    case 51 * 4: return tiled_row<T, 5, 1, false, 0>(p, rows, nrows, out);
+    case 52 * 4: return tiled_row<T, 5, 2, false, 0>(p, rows, nrows, out);
+    case 31 * 4 + 2: return tiled_row<T, 3, 1, true, 0>(p, rows, nrows, out);
+    case 32 * 4 + 2: return tiled_row<T, 3, 2, true, 0>(p, rows, nrows, out);
+    case 32 * 4 + 3: return tiled_row<T, 3, 2, true, 1>(p, rows, nrows, out);
+    case 51 * 4 + 2: return tiled_row<T, 5, 1, true, 0>(p, rows, nrows, out);
+    case 52 * 4 + 2: return tiled_row<T, 5, 2, true, 0>(p, rows, nrows, out);
+    case 52 * 4 + 3: return tiled_row<T, 5, 2, true, 1>(p, rows, nrows, out);
+    default: break;
+  }
+  const std::int64_t C = p.channels, full = C / kLanes * kLanes;
+  for (std::int64_t c0 = 0; c0 < full; c0 += kLanes) {
+    columns(p, rows, nrows, 0, p.out_w, c0, kLanes, out);
+  }
+  if (full < C) columns(p, rows, nrows, 0, p.out_w, full, C - full, out);
+}
+
+// One compiled copy per storage type, each cloned for AVX-512 / AVX2 / the baseline
+// (target_clones.h).
+MIXPREC_CPU_CLONES void run_row(const Plan& p, const RowTap<float>* rows, std::int64_t nrows,
+                                float* out) {
+  row_body(p, rows, nrows, out);
+}
+MIXPREC_CPU_CLONES void run_row(const Plan& p, const RowTap<bfloat16>* rows, std::int64_t nrows,
+                                bfloat16* out) {
+  row_body(p, rows, nrows, out);
+}
+MIXPREC_CPU_CLONES void run_row(const Plan& p, const RowTap<float16>* rows, std::int64_t nrows,
+                                float16* out) {
+  row_body(p, rows, nrows, out);
+}
+
+// Every output row of the pass, in parallel over fixed blocks of rows (each thread writes its own
+// rows; every element's sum is the same on any thread).
+template <typename T>
+void run(const Plan& p, std::int64_t batch, const T* in, T* out) {
+  const std::int64_t rows = batch * p.out_h;
+  const std::int64_t row_size = p.out_w * p.channels;
+  const std::int64_t blocks = std::min(rows, kMaxBlocks);
+  const std::int64_t work = rows * row_size * p.kernel_h * p.kernel_w;
+  parallel_for(blocks, work > kParallelWork, [&](std::int64_t b) {
+    std::vector<RowTap<T>> taps(static_cast<std::size_t>(p.kernel_h));
+    for (std::int64_t r = b * rows / blocks; r < (b + 1) * rows / blocks; ++r) {
+      const std::int64_t count = row_taps(p, in, r, taps.data());
+      run_row(p, taps.data(), count, out + r * row_size);
+    }
+  });
+}
+
+// The filters (KH, KW, 1, C) and bias as float32: as they are for float32, widened once
+// otherwise (they are small); zeros for no bias.
+struct FloatParams {
+  Tensor filters, bias;
+};
+
+FloatParams float_params(const Tensor& filters, const Tensor& bias32, std::int64_t channels) {
+  FloatParams f;
+  f.filters = filters.dtype() == DType::float32 ? filters : cpu::cast(filters, DType::float32);
+  if (bias32.defined()) {
+    f.bias = bias32;
+  } else {
+    f.bias = core::make_tensor(Shape{channels}, DType::float32, Device::cpu());
+    std::fill_n(static_cast<float*>(f.bias.data_ptr()), channels, 0.0f);
+  }
+  return f;
+}
+
+Tensor run_pass(const Tensor& in, const Tensor& filters, const Tensor& bias32,
+                const ConvGeometry& g, bool backward, const char* name) {
+  if (!is_depthwise_geometry(g)) {
+    throw Error(std::string("cpu::") + name + ": not a depthwise geometry (groups " +
+                std::to_string(g.groups) + ", in_channels " + std::to_string(g.in_channels) +
+                ", out_channels " + std::to_string(g.out_channels) + ")");
+  }
+  const DType dtype = in.dtype();
+  const Shape out_shape = backward ? Shape{g.batch, g.in_h, g.in_w, g.in_channels}
+                                   : Shape{g.batch, g.out_h, g.out_w, g.out_channels};
+  Tensor out = core::make_tensor(out_shape, dtype, Device::cpu());
+  const FloatParams f = float_params(filters, bias32, g.in_channels);
+  Plan plan = make_plan(g, backward);
+  plan.filters = static_cast<const float*>(f.filters.data_ptr());
+  plan.bias = static_cast<const float*>(f.bias.data_ptr());
+  core::dispatch_floating(dtype, name, [&]<typename T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, float16> ||
+                  std::is_same_v<T, bfloat16>) {
+      run<T>(plan, g.batch, static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()));
+    } else {
+      throw Error(std::string("cpu::") + name + ": float32, float16 or bfloat16 only");
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor depthwise_forward(const Tensor& x, const Tensor& filters, const Tensor& bias32,
+                         const ConvGeometry& g) {
+  return run_pass(x, filters, bias32, g, false, "depthwise_forward");
+}
+
+Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const ConvGeometry& g) {
+  return run_pass(dy, filters, Tensor(), g, true, "depthwise_backward_data");
+}
+
+bool depthwise_forward_path(const ConvGeometry& g, DType dtype) {
+  (void)dtype;
+  return depthwise_conv_enabled() && is_depthwise_geometry(g);
+}
+
+bool depthwise_backward_data_path(const ConvGeometry& g, DType dtype) {
+  (void)dtype;
+  return depthwise_conv_enabled() && is_depthwise_geometry(g);
+}
+
+bool depthwise_conv_enabled() { return g_depthwise.enabled(); }
+
+void set_depthwise_conv(std::optional<bool> enabled) { g_depthwise.set(enabled); }
+
+}  // namespace mixprec::cpu
