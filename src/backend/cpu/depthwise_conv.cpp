@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -153,6 +154,64 @@ std::int64_t row_taps(const Plan& p, const T* in, std::int64_t r, RowTap<T>* tap
   return count;
 }
 
+// The vector helpers below are inlined into the clones: no vector crosses a call, so the ABI note
+// on vector arguments does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+// kLanes floats as one GCC vector: a zmm register with AVX-512 (explicit vectors keep that width,
+// where GCC's vectorizer picks 256 bits for loops that widen 16-bit values), two ymm with AVX2.
+using Lanes = float __attribute__((vector_size(kLanes * 4)));
+using Bits32 = std::uint32_t __attribute__((vector_size(kLanes * 4)));
+using Bits16 = std::uint16_t __attribute__((vector_size(kLanes * 2)));
+
+// kLanes values of storage type T at p as floats (bfloat16: a 16-bit shift; float16: the
+// conversions of simd_convert.h).
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE Lanes load_lanes(const T* p) {
+  Lanes v;
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(&v, p, sizeof v);
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    Bits16 h;
+    std::memcpy(&h, p, sizeof h);
+    const Bits32 wide = __builtin_convertvector(h, Bits32) << 16;
+    std::memcpy(&v, &wide, sizeof v);
+  } else {
+    float f[kLanes];
+#pragma omp simd
+    for (int c = 0; c < kLanes; ++c) f[c] = simd::load(p + c);
+    std::memcpy(&v, f, sizeof v);
+  }
+  return v;
+}
+
+// Stores kLanes floats to p, rounded once to T (bit-exact with simd::store).
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE void store_lanes(T* p, Lanes v) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(p, &v, sizeof v);
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
+    Bits32 b;
+    std::memcpy(&b, &v, sizeof b);
+    const Bits32 rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+    const Bits32 quiet = (b >> 16) | 0x0040u;
+    const Bits32 r = (b & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
+    const Bits16 h = __builtin_convertvector(r, Bits16);
+    std::memcpy(static_cast<void*>(p), &h, sizeof h);
+  } else {
+    float f[kLanes];
+    std::memcpy(f, &v, sizeof v);
+#pragma omp simd
+    for (int c = 0; c < kLanes; ++c) simd::store(p + c, f[c]);
+  }
+}
+
+MIXPREC_CPU_ALWAYS_INLINE Lanes load_floats(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 // Which input column, relative to the tile's first, output column j of a tile adds at tap kw, or
 // -1 for none. Forward: j * S + kw. Backward data: dx column j reads dy column (P + j - kw) / S
 // where S divides P + j - kw, relative to the tile's first dy column (offset by D =
@@ -174,73 +233,81 @@ template <typename T, int KW, int S, int J, bool Backward, int P>
 MIXPREC_CPU_ALWAYS_INLINE void tile(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
                                     std::int64_t col0, std::int64_t c0, T* out) {
   const std::int64_t C = p.channels;
-  float acc[J][kLanes];
+  Lanes acc[J];
 #pragma GCC unroll 16
-  for (int j = 0; j < J; ++j) {
-#pragma omp simd
-    for (int c = 0; c < kLanes; ++c) acc[j][c] = 0.0f;
-  }
+  for (int j = 0; j < J; ++j) acc[j] = Lanes{};
   for (std::int64_t r = 0; r < nrows; ++r) {
     const T* x = rows[r].row + col0 * C + c0;
     const float* w = p.filters + rows[r].kh * KW * C + c0;
 #pragma GCC unroll 8
     for (int kw = 0; kw < KW; ++kw) {
-#pragma omp simd
-      for (int c = 0; c < kLanes; ++c) {
-        const float wv = w[kw * C + c];
+      const Lanes wv = load_floats(w + kw * C);
 #pragma GCC unroll 16
-        for (int j = 0; j < J; ++j) {
-          constexpr int kNone = -1;
-          const int off = tile_offset<Backward, S, P, KW>(j, kw);
-          if (off != kNone) acc[j][c] += simd::load(x + off * C + c) * wv;
-        }
+      for (int j = 0; j < J; ++j) {
+        const int off = tile_offset<Backward, S, P, KW>(j, kw);
+        if (off >= 0) acc[j] += load_lanes(x + off * C) * wv;
       }
     }
   }
-  const float* b = p.bias + c0;
+  const Lanes b = load_floats(p.bias + c0);
 #pragma GCC unroll 16
-  for (int j = 0; j < J; ++j) {
-#pragma omp simd
-    for (int c = 0; c < kLanes; ++c) simd::store(out + j * C + c0 + c, acc[j][c] + b[c]);
-  }
+  for (int j = 0; j < J; ++j) store_lanes(out + j * C + c0, acc[j] + b);
 }
 
-// One output column o for the channels [c0, c0 + count), count <= kLanes (Full: count == kLanes,
-// the sums stay in registers): every valid (kh, kw) tap from the plan's lists.
+// One (input element, filter element) pair of a generic output column, channel 0.
+template <typename T>
+struct Tap {
+  const T* x;
+  const float* w;
+};
+
+// One output column for the channels [c0, c0 + count), count <= kLanes (Full: count == kLanes, the
+// sums stay in registers): the sum over its taps, in order. One flat loop over the taps (nested
+// runtime loops here get jammed into a scalar loop by GCC).
 template <typename T, bool Full>
-MIXPREC_CPU_ALWAYS_INLINE void column(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
-                                      std::int64_t o, std::int64_t c0, std::int64_t count, T* out) {
-  const std::int64_t C = p.channels, KW = p.kernel_w;
-  const std::int64_t n = Full ? kLanes : count;
-  const ColTap* cols = p.col_taps.data() + p.col_start[o];
-  const std::int64_t ncols = p.col_start[o + 1] - p.col_start[o];
-  float acc[kLanes];
-#pragma omp simd
-  for (int c = 0; c < kLanes; ++c) acc[c] = 0.0f;
-  for (std::int64_t r = 0; r < nrows; ++r) {
-    const float* w_row = p.filters + rows[r].kh * KW * C + c0;
-    for (std::int64_t t = 0; t < ncols; ++t) {
-      const T* x = rows[r].row + cols[t].col * C + c0;
-      const float* w = w_row + cols[t].kw * C;
-#pragma omp simd
-      for (std::int64_t c = 0; c < n; ++c) acc[c] += simd::load(x + c) * w[c];
+MIXPREC_CPU_ALWAYS_INLINE void column(const Tap<T>* taps, std::int64_t ntaps, std::int64_t c0,
+                                      std::int64_t count, const float* bias, T* y) {
+  if constexpr (Full) {
+    Lanes acc{};
+    for (std::int64_t t = 0; t < ntaps; ++t) {
+      acc += load_lanes(taps[t].x + c0) * load_floats(taps[t].w + c0);
     }
-  }
-  T* y = out + o * C + c0;
-  const float* b = p.bias + c0;
+    store_lanes(y + c0, acc + load_floats(bias + c0));
+  } else {
+    float acc[kLanes] = {};
+    for (std::int64_t t = 0; t < ntaps; ++t) {
+      const T* x = taps[t].x + c0;
+      const float* w = taps[t].w + c0;
 #pragma omp simd
-  for (std::int64_t c = 0; c < n; ++c) simd::store(y + c, acc[c] + b[c]);
+      for (std::int64_t c = 0; c < count; ++c) acc[c] += simd::load(x + c) * w[c];
+    }
+#pragma omp simd
+    for (std::int64_t c = 0; c < count; ++c) simd::store(y + c0 + c, acc[c] + bias[c0 + c]);
+  }
 }
 
-// The columns [begin, end) of one output row through the generic loop, channels [c0, c0 + count).
+// The columns [begin, end) of one output row through the generic loop, channels [c_begin, C):
+// per column, its (kh, kw) taps listed once (in `taps`, KH * KW entries), then every channel
+// block.
 template <typename T>
 MIXPREC_CPU_ALWAYS_INLINE void columns(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
-                                       std::int64_t begin, std::int64_t end, std::int64_t c0,
-                                       std::int64_t count, T* out) {
-  if (count == kLanes) {
-    for (std::int64_t o = begin; o < end; ++o) column<T, true>(p, rows, nrows, o, c0, count, out);
-  } else {
-    for (std::int64_t o = begin; o < end; ++o) column<T, false>(p, rows, nrows, o, c0, count, out);
+                                       std::int64_t begin, std::int64_t end, std::int64_t c_begin,
+                                       Tap<T>* taps, T* out) {
+  const std::int64_t C = p.channels, KW = p.kernel_w, full = C / kLanes * kLanes;
+  for (std::int64_t o = begin; o < end; ++o) {
+    const ColTap* cols = p.col_taps.data() + p.col_start[o];
+    const std::int64_t ncols = p.col_start[o + 1] - p.col_start[o];
+    std::int64_t ntaps = 0;
+    for (std::int64_t r = 0; r < nrows; ++r) {
+      for (std::int64_t t = 0; t < ncols; ++t) {
+        taps[ntaps++] = {rows[r].row + cols[t].col * C,
+                         p.filters + (rows[r].kh * KW + cols[t].kw) * C};
+      }
+    }
+    T* y = out + o * C;
+    std::int64_t c0 = c_begin;
+    for (; c0 < full; c0 += kLanes) column<T, true>(taps, ntaps, c0, kLanes, p.bias, y);
+    if (c0 < C) column<T, false>(taps, ntaps, c0, C - c0, p.bias, y);
   }
 }
 
@@ -255,67 +322,80 @@ MIXPREC_CPU_ALWAYS_INLINE std::int64_t tile_column(const Plan& p, std::int64_t o
   }
 }
 
-// One output row with the tile loops: per channel block, the edge columns through the generic
-// loop, the interior in tiles of kWideTile then kNarrowTile columns, the rest generic; then the
-// channels after the last full block, generic.
+// The end of the interior columns that the tiles cover: tiles of kWideTile, then kNarrowTile.
+std::int64_t tiled_end(const Plan& p) {
+  const std::int64_t wide = (p.hi - p.lo) / kWideTile * kWideTile;
+  return p.lo + wide + (p.hi - p.lo - wide) / kNarrowTile * kNarrowTile;
+}
+
+// One output row with the tile loops: the tiled interior columns per full channel block, the
+// other columns (edges, the interior left after the tiles) and the channels after the last full
+// block through the generic loop.
 template <typename T, int KW, int S, bool Backward, int P>
 MIXPREC_CPU_ALWAYS_INLINE void tiled_row(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
-                                         T* out) {
-  const std::int64_t C = p.channels, full = C / kLanes * kLanes;
+                                         Tap<T>* taps, T* out) {
+  const std::int64_t C = p.channels, full = C / kLanes * kLanes, end = tiled_end(p);
   for (std::int64_t c0 = 0; c0 < full; c0 += kLanes) {
-    columns(p, rows, nrows, 0, p.lo, c0, kLanes, out);
     std::int64_t o = p.lo;
-    for (; o + kWideTile <= p.hi; o += kWideTile) {
+    for (; o + kWideTile <= end; o += kWideTile) {
       tile<T, KW, S, kWideTile, Backward, P>(p, rows, nrows, tile_column<S, Backward, P, KW>(p, o),
                                              c0, out + o * C);
     }
-    for (; o + kNarrowTile <= p.hi; o += kNarrowTile) {
+    for (; o < end; o += kNarrowTile) {
       tile<T, KW, S, kNarrowTile, Backward, P>(
           p, rows, nrows, tile_column<S, Backward, P, KW>(p, o), c0, out + o * C);
     }
-    columns(p, rows, nrows, o, p.out_w, c0, kLanes, out);
   }
-  if (full < C) columns(p, rows, nrows, 0, p.out_w, full, C - full, out);
+  columns(p, rows, nrows, 0, p.lo, 0, taps, out);
+  columns(p, rows, nrows, end, p.out_w, 0, taps, out);
+  if (full < C) columns(p, rows, nrows, p.lo, end, full, taps, out);
 }
 
 // One output row: the tile loops where the plan has them, the generic loop otherwise.
 template <typename T>
 MIXPREC_CPU_ALWAYS_INLINE void row_body(const Plan& p, const RowTap<T>* rows, std::int64_t nrows,
-                                        T* out) {
+                                        Tap<T>* taps, T* out) {
   const int key = p.kind * 4 + (p.backward ? 2 : 0) + p.phase;
   switch (key) {
-    case 31 * 4: return tiled_row<T, 3, 1, false, 0>(p, rows, nrows, out);
-    case 32 * 4: return tiled_row<T, 3, 2, false, 0>(p, rows, nrows, out);
-    case 51 * 4: return tiled_row<T, 5, 1, false, 0>(p, rows, nrows, out);
-    case 52 * 4: return tiled_row<T, 5, 2, false, 0>(p, rows, nrows, out);
-    case 31 * 4 + 2: return tiled_row<T, 3, 1, true, 0>(p, rows, nrows, out);
-    case 32 * 4 + 2: return tiled_row<T, 3, 2, true, 0>(p, rows, nrows, out);
-    case 32 * 4 + 3: return tiled_row<T, 3, 2, true, 1>(p, rows, nrows, out);
-    case 51 * 4 + 2: return tiled_row<T, 5, 1, true, 0>(p, rows, nrows, out);
-    case 52 * 4 + 2: return tiled_row<T, 5, 2, true, 0>(p, rows, nrows, out);
-    case 52 * 4 + 3: return tiled_row<T, 5, 2, true, 1>(p, rows, nrows, out);
+    case 31 * 4: return tiled_row<T, 3, 1, false, 0>(p, rows, nrows, taps, out);
+    case 32 * 4: return tiled_row<T, 3, 2, false, 0>(p, rows, nrows, taps, out);
+    case 51 * 4: return tiled_row<T, 5, 1, false, 0>(p, rows, nrows, taps, out);
+    case 52 * 4: return tiled_row<T, 5, 2, false, 0>(p, rows, nrows, taps, out);
+    case 31 * 4 + 2: return tiled_row<T, 3, 1, true, 0>(p, rows, nrows, taps, out);
+    case 32 * 4 + 2: return tiled_row<T, 3, 2, true, 0>(p, rows, nrows, taps, out);
+    case 32 * 4 + 3: return tiled_row<T, 3, 2, true, 1>(p, rows, nrows, taps, out);
+    case 51 * 4 + 2: return tiled_row<T, 5, 1, true, 0>(p, rows, nrows, taps, out);
+    case 52 * 4 + 2: return tiled_row<T, 5, 2, true, 0>(p, rows, nrows, taps, out);
+    case 52 * 4 + 3: return tiled_row<T, 5, 2, true, 1>(p, rows, nrows, taps, out);
     default: break;
   }
-  const std::int64_t C = p.channels, full = C / kLanes * kLanes;
-  for (std::int64_t c0 = 0; c0 < full; c0 += kLanes) {
-    columns(p, rows, nrows, 0, p.out_w, c0, kLanes, out);
-  }
-  if (full < C) columns(p, rows, nrows, 0, p.out_w, full, C - full, out);
+  columns(p, rows, nrows, 0, p.out_w, 0, taps, out);
 }
+
+// GCC's unroll-and-jam (-O3) fuses two taps of column()'s loop into its channel loop and leaves a
+// scalar loop with the sums in memory (~5x slower); it is off for these functions.
+#if defined(__GNUC__) && !defined(__clang__)
+#define MIXPREC_NO_UNROLL_JAM __attribute__((optimize("no-loop-unroll-and-jam")))
+#else
+#define MIXPREC_NO_UNROLL_JAM
+#endif
 
 // One compiled copy per storage type, each cloned for AVX-512 / AVX2 / the baseline
 // (target_clones.h).
-MIXPREC_CPU_CLONES void run_row(const Plan& p, const RowTap<float>* rows, std::int64_t nrows,
-                                float* out) {
-  row_body(p, rows, nrows, out);
+MIXPREC_CPU_CLONES MIXPREC_NO_UNROLL_JAM void run_row(const Plan& p, const RowTap<float>* rows,
+                                                      std::int64_t nrows, Tap<float>* taps,
+                                                      float* out) {
+  row_body(p, rows, nrows, taps, out);
 }
-MIXPREC_CPU_CLONES void run_row(const Plan& p, const RowTap<bfloat16>* rows, std::int64_t nrows,
-                                bfloat16* out) {
-  row_body(p, rows, nrows, out);
+MIXPREC_CPU_CLONES MIXPREC_NO_UNROLL_JAM void run_row(const Plan& p, const RowTap<bfloat16>* rows,
+                                                      std::int64_t nrows, Tap<bfloat16>* taps,
+                                                      bfloat16* out) {
+  row_body(p, rows, nrows, taps, out);
 }
-MIXPREC_CPU_CLONES void run_row(const Plan& p, const RowTap<float16>* rows, std::int64_t nrows,
-                                float16* out) {
-  row_body(p, rows, nrows, out);
+MIXPREC_CPU_CLONES MIXPREC_NO_UNROLL_JAM void run_row(const Plan& p, const RowTap<float16>* rows,
+                                                      std::int64_t nrows, Tap<float16>* taps,
+                                                      float16* out) {
+  row_body(p, rows, nrows, taps, out);
 }
 
 // Every output row of the pass, in parallel over fixed blocks of rows (each thread writes its own
@@ -327,10 +407,11 @@ void run(const Plan& p, std::int64_t batch, const T* in, T* out) {
   const std::int64_t blocks = std::min(rows, kMaxBlocks);
   const std::int64_t work = rows * row_size * p.kernel_h * p.kernel_w;
   parallel_for(blocks, work > kParallelWork, [&](std::int64_t b) {
-    std::vector<RowTap<T>> taps(static_cast<std::size_t>(p.kernel_h));
+    std::vector<RowTap<T>> row_list(static_cast<std::size_t>(p.kernel_h));
+    std::vector<Tap<T>> taps(static_cast<std::size_t>(p.kernel_h * p.kernel_w));
     for (std::int64_t r = b * rows / blocks; r < (b + 1) * rows / blocks; ++r) {
-      const std::int64_t count = row_taps(p, in, r, taps.data());
-      run_row(p, taps.data(), count, out + r * row_size);
+      const std::int64_t count = row_taps(p, in, r, row_list.data());
+      run_row(p, row_list.data(), count, taps.data(), out + r * row_size);
     }
   });
 }
