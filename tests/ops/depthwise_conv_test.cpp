@@ -307,6 +307,28 @@ TEST(DepthwiseConvKernels, DispatchAndSwitch) {
   }
 }
 
+// The measured rule (depthwise_conv.cpp): oneDNN keeps the large maps in float32 and bfloat16
+// (bfloat16 forward from 16x16, backward data at stride 2), float16 always takes ours.
+TEST(DepthwiseConvKernels, DispatchRule) {
+  const ConvGeometry big = geometry(square(2, 32, 32, 32, 3, 1, true));
+  const ConvGeometry big_s2 = geometry(square(2, 32, 32, 96, 3, 2, true));
+  const ConvGeometry mid = geometry(square(2, 16, 16, 144, 5, 2, true));
+  const ConvGeometry small = geometry(square(2, 8, 8, 240, 3, 2, true));
+  EXPECT_FALSE(cpu::depthwise_forward_path(big, DType::float32));
+  EXPECT_FALSE(cpu::depthwise_backward_data_path(big, DType::float32));
+  EXPECT_TRUE(cpu::depthwise_forward_path(mid, DType::float32));
+  EXPECT_TRUE(cpu::depthwise_backward_data_path(mid, DType::float32));
+  EXPECT_FALSE(cpu::depthwise_forward_path(mid, DType::bfloat16));
+  EXPECT_TRUE(cpu::depthwise_forward_path(small, DType::bfloat16));
+  EXPECT_TRUE(cpu::depthwise_backward_data_path(big, DType::bfloat16));
+  EXPECT_FALSE(cpu::depthwise_backward_data_path(big_s2, DType::bfloat16));
+  EXPECT_TRUE(cpu::depthwise_backward_data_path(mid, DType::bfloat16));
+  for (const ConvGeometry& g : {big, big_s2, mid, small}) {
+    EXPECT_TRUE(cpu::depthwise_forward_path(g, DType::float16));
+    EXPECT_TRUE(cpu::depthwise_backward_data_path(g, DType::float16));
+  }
+}
+
 TEST(DepthwiseConvKernels, RejectsNonDepthwiseGeometry) {
   ConvGeometry g = geometry(square(1, 5, 5, 4, 3, 1, true));
   g.groups = 2;
