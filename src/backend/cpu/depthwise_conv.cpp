@@ -4,8 +4,9 @@
 // a sum over its valid (kh, kw) taps, computed by one thread in the order (kh, kw). Taps that would
 // read padding are never visited (no 0 * inf).
 //
-// Channels run in register blocks of kLanes floats (one AVX-512 register; 16-bit values widened
-// in registers, simd_convert.h). The common geometries (kernel width 3 or 5, stride 1 or 2,
+// Channels run in register blocks of kLanes floats (one AVX-512 register; bfloat16 values widened
+// in registers, and rounded once on store as simd_convert.h does; float16 runs as float32 on
+// exactly widened copies, rounded once). The common geometries (kernel width 3 or 5, stride 1 or 2,
 // dilation 1: EfficientNet, MobileNet) run a tile of J output columns whose J sums stay in
 // registers over all the taps, each filter vector loaded once per tile and filter row and each
 // input vector once per filter row (the compiler merges the loads the J columns share). Which
@@ -168,33 +169,30 @@ using Lanes = float __attribute__((vector_size(kLanes * 4)));
 using Bits32 = std::uint32_t __attribute__((vector_size(kLanes * 4)));
 using Bits16 = std::uint16_t __attribute__((vector_size(kLanes * 2)));
 
-// kLanes values of storage type T at p as floats (bfloat16: a 16-bit shift; float16: the
-// conversions of simd_convert.h).
+// kLanes values of storage type T (float or bfloat16) at p as floats (bfloat16: a 16-bit shift).
 template <typename T>
 MIXPREC_CPU_ALWAYS_INLINE Lanes load_lanes(const T* p) {
   Lanes v;
   if constexpr (std::is_same_v<T, float>) {
     std::memcpy(&v, p, sizeof v);
-  } else if constexpr (std::is_same_v<T, bfloat16>) {
+  } else {
+    static_assert(std::is_same_v<T, bfloat16>);
     Bits16 h;
     std::memcpy(&h, p, sizeof h);
     const Bits32 wide = __builtin_convertvector(h, Bits32) << 16;
     std::memcpy(&v, &wide, sizeof v);
-  } else {
-    float f[kLanes];
-#pragma omp simd
-    for (int c = 0; c < kLanes; ++c) f[c] = simd::load(p + c);
-    std::memcpy(&v, f, sizeof v);
   }
   return v;
 }
 
-// Stores kLanes floats to p, rounded once to T (bit-exact with simd::store).
+// Stores kLanes floats to p, rounded once to T (bit-exact with simd_convert.h's float_to_bf16:
+// round to nearest even, NaN kept and made quiet).
 template <typename T>
 MIXPREC_CPU_ALWAYS_INLINE void store_lanes(T* p, Lanes v) {
   if constexpr (std::is_same_v<T, float>) {
     std::memcpy(p, &v, sizeof v);
-  } else if constexpr (std::is_same_v<T, bfloat16>) {
+  } else {
+    static_assert(std::is_same_v<T, bfloat16>);
     Bits32 b;
     std::memcpy(&b, &v, sizeof b);
     const Bits32 rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
@@ -202,11 +200,6 @@ MIXPREC_CPU_ALWAYS_INLINE void store_lanes(T* p, Lanes v) {
     const Bits32 r = (b & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
     const Bits16 h = __builtin_convertvector(r, Bits16);
     std::memcpy(static_cast<void*>(p), &h, sizeof h);
-  } else {
-    float f[kLanes];
-    std::memcpy(f, &v, sizeof v);
-#pragma omp simd
-    for (int c = 0; c < kLanes; ++c) simd::store(p + c, f[c]);
   }
 }
 
@@ -396,11 +389,6 @@ MIXPREC_CPU_CLONES MIXPREC_NO_UNROLL_JAM void run_row(const Plan& p, const RowTa
                                                       bfloat16* out) {
   row_body(p, rows, nrows, taps, out);
 }
-MIXPREC_CPU_CLONES MIXPREC_NO_UNROLL_JAM void run_row(const Plan& p, const RowTap<float16>* rows,
-                                                      std::int64_t nrows, Tap<float16>* taps,
-                                                      float16* out) {
-  row_body(p, rows, nrows, taps, out);
-}
 
 // Every output row of the pass, in parallel over fixed blocks of rows (each thread writes its own
 // rows; every element's sum is the same on any thread).
@@ -445,6 +433,14 @@ Tensor run_pass(const Tensor& in, const Tensor& filters, const Tensor& bias32,
                 std::to_string(g.groups) + ", in_channels " + std::to_string(g.in_channels) +
                 ", out_channels " + std::to_string(g.out_channels) + ")");
   }
+  if (in.dtype() == DType::float16) {
+    // float16: widened exactly to float32, computed in float32, rounded once (as oneDNN's path
+    // does). Widening inside the tiles ran 2-4x slower than this: GCC leaves simd_convert's float16
+    // conversions of a 16-lane block partly scalar.
+    const Tensor f = cpu::cast(filters, DType::float32);
+    return cpu::cast(run_pass(cpu::cast(in, DType::float32), f, bias32, g, backward, name),
+                     DType::float16);
+  }
   const DType dtype = in.dtype();
   const Shape out_shape = backward ? Shape{g.batch, g.in_h, g.in_w, g.in_channels}
                                    : Shape{g.batch, g.out_h, g.out_w, g.out_channels};
@@ -454,8 +450,7 @@ Tensor run_pass(const Tensor& in, const Tensor& filters, const Tensor& bias32,
   plan.filters = static_cast<const float*>(f.filters.data_ptr());
   plan.bias = static_cast<const float*>(f.bias.data_ptr());
   core::dispatch_floating(dtype, name, [&]<typename T>() {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, float16> ||
-                  std::is_same_v<T, bfloat16>) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16>) {
       run<T>(plan, g.batch, static_cast<const T*>(in.data_ptr()), static_cast<T*>(out.data_ptr()));
     } else {
       throw Error(std::string("cpu::") + name + ": float32, float16 or bfloat16 only");
@@ -479,24 +474,22 @@ Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const Co
 // batch 32, oneDNN 2.6's brdgmm_dw / jit_dw kernels): on large maps (32x32), where both are bound
 // by memory traffic and oneDNN's float32 and bfloat16 kernels were 1.0-1.3x faster than ours, and
 // for bfloat16 forward also on 16x16 maps (ours 1.0-1.07x oneDNN's time there); bfloat16 backward
-// data at stride 1 was faster with ours even at 32x32. float16 always takes ours (oneDNN has no
-// float16 depthwise kernel: it would convert to float32 and back).
+// data at stride 1 was faster with ours even at 32x32. float16 runs as float32 on both paths
+// (widened, rounded once), so it follows the float32 rule.
 bool depthwise_forward_path(const ConvGeometry& g, DType dtype) {
   if (!depthwise_conv_enabled() || !is_depthwise_geometry(g)) return false;
   const std::int64_t pixels = g.in_h * g.in_w;
-  if (dtype == DType::float32) return pixels <= kMaxPixelsFloat32;
   if (dtype == DType::bfloat16) return pixels <= kMaxPixelsBfloat16Forward;
-  return true;
+  return pixels <= kMaxPixelsFloat32;
 }
 
 bool depthwise_backward_data_path(const ConvGeometry& g, DType dtype) {
   if (!depthwise_conv_enabled() || !is_depthwise_geometry(g)) return false;
   const std::int64_t pixels = g.in_h * g.in_w;
-  if (dtype == DType::float32) return pixels <= kMaxPixelsFloat32;
   if (dtype == DType::bfloat16) {
     return pixels <= kMaxPixelsFloat32 || (g.stride_h == 1 && g.stride_w == 1);
   }
-  return true;
+  return pixels <= kMaxPixelsFloat32;
 }
 
 bool depthwise_conv_enabled() { return g_depthwise.enabled(); }
