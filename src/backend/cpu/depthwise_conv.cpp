@@ -77,10 +77,10 @@ struct Plan {
   std::vector<std::int64_t> col_start;
   std::vector<ColTap> col_taps;
   // The tile loops: kind = kernel_w * 10 + stride_w (31, 32, 51, 52; 0: generic loop only), the
-  // interior output columns [lo, hi) (every tap inside the input), phase P and the backward tile's
-  // input column offset D (see tile_offset).
-  int kind = 0, phase = 0, reach = 0;
-  std::int64_t lo = 0, hi = 0, stride_w = 1;
+  // interior output columns [lo, hi) (every tap inside the input) and, backward, the tiles' phase
+  // P = (lo + pad_left) mod stride_w (see tile_offset; the tiles' widths are even).
+  int kind = 0, phase = 0;
+  std::int64_t lo = 0, hi = 0;
   const float* filters = nullptr;  // float32 (KH, KW, C)
   const float* bias = nullptr;     // float32 (C): the bias or zeros
 };
@@ -115,9 +115,7 @@ void plan_tiles(const ConvGeometry& g, Plan& p) {
   p.lo = std::min(lo, p.out_w);
   p.hi = std::clamp(hi, p.lo, p.out_w);
   p.kind = static_cast<int>(kw * 10 + s);
-  p.stride_w = s;
   p.phase = p.backward ? static_cast<int>((p.lo + pl) % s) : 0;
-  p.reach = static_cast<int>((kw - 1 + s - 1) / s);
 }
 
 Plan make_plan(const ConvGeometry& g, bool backward) {
@@ -168,6 +166,7 @@ std::int64_t row_taps(const Plan& p, const T* in, std::int64_t r, RowTap<T>* tap
 using Lanes = float __attribute__((vector_size(kLanes * 4)));
 using Bits32 = std::uint32_t __attribute__((vector_size(kLanes * 4)));
 using Bits16 = std::uint16_t __attribute__((vector_size(kLanes * 2)));
+using Halves = std::uint16_t __attribute__((vector_size(kLanes * 4)));  // Lanes as 16-bit halves
 
 // kLanes values of storage type T (float or bfloat16) at p as floats (bfloat16: a 16-bit shift).
 template <typename T>
@@ -177,9 +176,13 @@ MIXPREC_CPU_ALWAYS_INLINE Lanes load_lanes(const T* p) {
     std::memcpy(&v, p, sizeof v);
   } else {
     static_assert(std::is_same_v<T, bfloat16>);
+    // Each value into the high half of its float (one word permutation; GCC lowers a widening
+    // __builtin_convertvector to 256-bit pieces, 3x the instructions).
     Bits16 h;
     std::memcpy(&h, p, sizeof h);
-    const Bits32 wide = __builtin_convertvector(h, Bits32) << 16;
+    const Halves wide =
+        __builtin_shufflevector(Bits16{}, h, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
     std::memcpy(&v, &wide, sizeof v);
   }
   return v;
@@ -195,10 +198,14 @@ MIXPREC_CPU_ALWAYS_INLINE void store_lanes(T* p, Lanes v) {
     static_assert(std::is_same_v<T, bfloat16>);
     Bits32 b;
     std::memcpy(&b, &v, sizeof b);
-    const Bits32 rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
-    const Bits32 quiet = (b >> 16) | 0x0040u;
+    // The results in the high halves (no carry out of a non-NaN float), then those halves.
+    const Bits32 rounded = b + 0x7fffu + ((b >> 16) & 1u);
+    const Bits32 quiet = b | 0x00400000u;
     const Bits32 r = (b & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
-    const Bits16 h = __builtin_convertvector(r, Bits16);
+    Halves halves;
+    std::memcpy(&halves, &r, sizeof halves);
+    const Bits16 h = __builtin_shufflevector(halves, halves, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21,
+                                             23, 25, 27, 29, 31);
     std::memcpy(static_cast<void*>(p), &h, sizeof h);
   }
 }
@@ -258,29 +265,39 @@ struct Tap {
   const float* w;
 };
 
-// One output column for the channels [c0, c0 + count), count <= kLanes (Full: count == kLanes, the
-// sums stay in registers): the sum over its taps, in order. One flat loop over the taps (nested
-// runtime loops here get jammed into a scalar loop by GCC).
-template <typename T, bool Full>
-MIXPREC_CPU_ALWAYS_INLINE void column(const Tap<T>* taps, std::int64_t ntaps, std::int64_t c0,
-                                      std::int64_t count, const float* bias, T* y) {
-  if constexpr (Full) {
-    Lanes acc{};
-    for (std::int64_t t = 0; t < ntaps; ++t) {
-      acc += load_lanes(taps[t].x + c0) * load_floats(taps[t].w + c0);
-    }
-    store_lanes(y + c0, acc + load_floats(bias + c0));
-  } else {
-    float acc[kLanes] = {};
-    for (std::int64_t t = 0; t < ntaps; ++t) {
-      const T* x = taps[t].x + c0;
-      const float* w = taps[t].w + c0;
-#pragma omp simd
-      for (std::int64_t c = 0; c < count; ++c) acc[c] += simd::load(x + c) * w[c];
-    }
-#pragma omp simd
-    for (std::int64_t c = 0; c < count; ++c) simd::store(y + c0 + c, acc[c] + bias[c0 + c]);
+// One output column for the G full channel blocks from c0: the sum over its taps, in order, with G
+// independent sums in registers (one sum alone would wait on each multiply-add's latency).
+template <typename T, int G>
+MIXPREC_CPU_ALWAYS_INLINE void column_blocks(const Tap<T>* taps, std::int64_t ntaps,
+                                             std::int64_t c0, const float* bias, T* y) {
+  Lanes acc[G];
+#pragma GCC unroll 8
+  for (int k = 0; k < G; ++k) acc[k] = Lanes{};
+  for (std::int64_t t = 0; t < ntaps; ++t) {
+    const T* x = taps[t].x + c0;
+    const float* w = taps[t].w + c0;
+#pragma GCC unroll 8
+    for (int k = 0; k < G; ++k) acc[k] += load_lanes(x + k * kLanes) * load_floats(w + k * kLanes);
   }
+#pragma GCC unroll 8
+  for (int k = 0; k < G; ++k) {
+    store_lanes(y + c0 + k * kLanes, acc[k] + load_floats(bias + c0 + k * kLanes));
+  }
+}
+
+// One output column for the `count` (< kLanes) channels from c0 after the last full block.
+template <typename T>
+MIXPREC_CPU_ALWAYS_INLINE void column_tail(const Tap<T>* taps, std::int64_t ntaps, std::int64_t c0,
+                                           std::int64_t count, const float* bias, T* y) {
+  float acc[kLanes] = {};
+  for (std::int64_t t = 0; t < ntaps; ++t) {
+    const T* x = taps[t].x + c0;
+    const float* w = taps[t].w + c0;
+#pragma omp simd
+    for (std::int64_t c = 0; c < count; ++c) acc[c] += simd::load(x + c) * w[c];
+  }
+#pragma omp simd
+  for (std::int64_t c = 0; c < count; ++c) simd::store(y + c0 + c, acc[c] + bias[c0 + c]);
 }
 
 // The columns [begin, end) of one output row through the generic loop, channels [c_begin, C):
@@ -303,8 +320,12 @@ MIXPREC_CPU_ALWAYS_INLINE void columns(const Plan& p, const RowTap<T>* rows, std
     }
     T* y = out + o * C;
     std::int64_t c0 = c_begin;
-    for (; c0 < full; c0 += kLanes) column<T, true>(taps, ntaps, c0, kLanes, p.bias, y);
-    if (c0 < C) column<T, false>(taps, ntaps, c0, C - c0, p.bias, y);
+    for (; c0 + 8 * kLanes <= full; c0 += 8 * kLanes)
+      column_blocks<T, 8>(taps, ntaps, c0, p.bias, y);
+    for (; c0 + 4 * kLanes <= full; c0 += 4 * kLanes)
+      column_blocks<T, 4>(taps, ntaps, c0, p.bias, y);
+    for (; c0 < full; c0 += kLanes) column_blocks<T, 1>(taps, ntaps, c0, p.bias, y);
+    if (c0 < C) column_tail(taps, ntaps, c0, C - c0, p.bias, y);
   }
 }
 
