@@ -269,7 +269,7 @@ TEST(DepthwiseConvKernels, IndependentOfThreadCount) {
 // cpu::conv2d_forward / conv2d_backward_data take the kernels where the dispatch rule says so
 // (bit-identical results) and oneDNN with the switch off (still matching the reference).
 TEST(DepthwiseConvKernels, DispatchAndSwitch) {
-  for (const DwCase& c : {square(2, 16, 16, 144, 3, 1, true), square(2, 8, 8, 240, 5, 2, true)}) {
+  for (const DwCase& c : {square(2, 16, 16, 144, 3, 1, true), square(2, 4, 4, 240, 5, 2, true)}) {
     const ConvGeometry g = geometry(c);
     for (DType dtype : {DType::float32, DType::bfloat16, DType::float16}) {
       const Tensor x = normal({c.n, c.h, c.w, c.c}, 41, dtype);
@@ -307,28 +307,26 @@ TEST(DepthwiseConvKernels, DispatchAndSwitch) {
   }
 }
 
-// The measured rule (depthwise_conv.cpp): oneDNN keeps the large maps in float32 and bfloat16
-// (bfloat16 forward from 16x16, backward data at stride 2); float16 follows float32.
+// The measured rule (depthwise_conv.cpp): float32 (and float16) take ours on 2x2 output maps,
+// bfloat16 backward data on larger ones, bfloat16 forward never.
 TEST(DepthwiseConvKernels, DispatchRule) {
   const ConvGeometry big = geometry(square(2, 32, 32, 32, 3, 1, true));
-  const ConvGeometry big_s2 = geometry(square(2, 32, 32, 96, 3, 2, true));
-  const ConvGeometry mid = geometry(square(2, 16, 16, 144, 5, 2, true));
-  const ConvGeometry small = geometry(square(2, 8, 8, 240, 3, 2, true));
-  EXPECT_FALSE(cpu::depthwise_forward_path(big, DType::float32));
-  EXPECT_FALSE(cpu::depthwise_backward_data_path(big, DType::float32));
-  EXPECT_TRUE(cpu::depthwise_forward_path(mid, DType::float32));
-  EXPECT_TRUE(cpu::depthwise_backward_data_path(mid, DType::float32));
-  EXPECT_FALSE(cpu::depthwise_forward_path(mid, DType::bfloat16));
-  EXPECT_TRUE(cpu::depthwise_forward_path(small, DType::bfloat16));
-  EXPECT_TRUE(cpu::depthwise_backward_data_path(big, DType::bfloat16));
-  EXPECT_FALSE(cpu::depthwise_backward_data_path(big_s2, DType::bfloat16));
-  EXPECT_TRUE(cpu::depthwise_backward_data_path(mid, DType::bfloat16));
-  for (const ConvGeometry& g : {big, big_s2, mid, small}) {  // float16 runs as float32
-    EXPECT_EQ(cpu::depthwise_forward_path(g, DType::float16),
-              cpu::depthwise_forward_path(g, DType::float32));
-    EXPECT_EQ(cpu::depthwise_backward_data_path(g, DType::float16),
-              cpu::depthwise_backward_data_path(g, DType::float32));
+  const ConvGeometry to_2x2 = geometry(square(2, 4, 4, 672, 5, 2, true));
+  const ConvGeometry tiny = geometry(square(2, 2, 2, 1152, 5, 1, true));
+  const ConvGeometry four = geometry(square(2, 4, 4, 480, 3, 1, true));
+  for (DType dtype : {DType::float32, DType::float16}) {
+    EXPECT_FALSE(cpu::depthwise_forward_path(big, dtype));
+    EXPECT_FALSE(cpu::depthwise_backward_data_path(four, dtype));
+    EXPECT_TRUE(cpu::depthwise_forward_path(to_2x2, dtype));
+    EXPECT_TRUE(cpu::depthwise_backward_data_path(tiny, dtype));
   }
+  for (const ConvGeometry& g : {big, to_2x2, tiny, four}) {
+    EXPECT_FALSE(cpu::depthwise_forward_path(g, DType::bfloat16));
+  }
+  EXPECT_TRUE(cpu::depthwise_backward_data_path(big, DType::bfloat16));
+  EXPECT_TRUE(cpu::depthwise_backward_data_path(four, DType::bfloat16));
+  EXPECT_FALSE(cpu::depthwise_backward_data_path(to_2x2, DType::bfloat16));
+  EXPECT_FALSE(cpu::depthwise_backward_data_path(tiny, DType::bfloat16));
 }
 
 TEST(DepthwiseConvKernels, RejectsNonDepthwiseGeometry) {

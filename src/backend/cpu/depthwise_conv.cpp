@@ -47,10 +47,9 @@ constexpr int kWideTile = 8;
 constexpr int kNarrowTile = 4;
 // Parallel only above this many multiply-adds.
 constexpr std::int64_t kParallelWork = std::int64_t{1} << 15;
-// The largest input maps (in_h * in_w) that take our kernels instead of oneDNN's (see
+// Output positions per image (out_h * out_w) of the small maps in the dispatch rule (see
 // depthwise_forward_path).
-constexpr std::int64_t kMaxPixelsFloat32 = 512;
-constexpr std::int64_t kMaxPixelsBfloat16Forward = 128;
+constexpr std::int64_t kSmallOutput = 4;
 // At most this many blocks of output rows for the threads (a fixed partition).
 constexpr std::int64_t kMaxBlocks = 256;
 
@@ -491,26 +490,22 @@ Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const Co
   return run_pass(dy, filters, Tensor(), g, true, "depthwise_backward_data");
 }
 
-// Where oneDNN stays (measured per call on a 2-core AVX-512/AMX Xeon, EfficientNet-B0 at 64x64,
-// batch 32, oneDNN 2.6's brdgmm_dw / jit_dw kernels): on large maps (32x32), where both are bound
-// by memory traffic and oneDNN's float32 and bfloat16 kernels were 1.0-1.3x faster than ours, and
-// for bfloat16 forward also on 16x16 maps (ours 1.0-1.07x oneDNN's time there); bfloat16 backward
-// data at stride 1 was faster with ours even at 32x32. float16 runs as float32 on both paths
-// (widened, rounded once), so it follows the float32 rule.
+// Where ours runs (measured per call against oneDNN 2.6's brdgmm_dw / jit_dw kernels on a 2-core
+// AVX-512/AMX Xeon, EfficientNet-B0's layers at 64x64, batch 32, libgomp's default wait policy):
+// float32 (and float16, which runs as float32 on both paths) where the output maps have at most 4
+// positions (2x2: ours 0.66-0.80x oneDNN's time; on larger maps the two were within a few percent,
+// or ours up to 1.6x slower on 4x4 maps with 5x5 kernels); bfloat16 backward data on larger output
+// maps (ours 0.6-0.98x; 1.1-1.2x on 2x2 maps); bfloat16 forward nowhere (ours 1.0-1.4x slower).
 bool depthwise_forward_path(const ConvGeometry& g, DType dtype) {
   if (!depthwise_conv_enabled() || !is_depthwise_geometry(g)) return false;
-  const std::int64_t pixels = g.in_h * g.in_w;
-  if (dtype == DType::bfloat16) return pixels <= kMaxPixelsBfloat16Forward;
-  return pixels <= kMaxPixelsFloat32;
+  if (dtype == DType::bfloat16) return false;
+  return g.out_h * g.out_w <= kSmallOutput;
 }
 
 bool depthwise_backward_data_path(const ConvGeometry& g, DType dtype) {
   if (!depthwise_conv_enabled() || !is_depthwise_geometry(g)) return false;
-  const std::int64_t pixels = g.in_h * g.in_w;
-  if (dtype == DType::bfloat16) {
-    return pixels <= kMaxPixelsFloat32 || (g.stride_h == 1 && g.stride_w == 1);
-  }
-  return pixels <= kMaxPixelsFloat32;
+  if (dtype == DType::bfloat16) return g.out_h * g.out_w > kSmallOutput;
+  return g.out_h * g.out_w <= kSmallOutput;
 }
 
 bool depthwise_conv_enabled() { return g_depthwise.enabled(); }
