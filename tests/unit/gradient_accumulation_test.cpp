@@ -149,6 +149,16 @@ TEST(GradientAccumulationTest, MeanGradientIsAddedAsABroadcast) {
   }
 }
 
+// Passes its gradient through to its input and records whether it arrived dense.
+struct ContiguityProbe final : autograd::Node {
+  bool* contiguous = nullptr;
+  std::vector<Tensor> backward(const Tensor& g) override {
+    *contiguous = g.is_contiguous();
+    return {g};
+  }
+  std::string name() const override { return "ContiguityProbe"; }
+};
+
 // A mean's gradient that reaches a node (or the caller) alone is dense there.
 TEST(GradientAccumulationTest, AMeanGradientReceivedAloneIsDense) {
   Generator gen(3);
@@ -157,10 +167,15 @@ TEST(GradientAccumulationTest, AMeanGradientReceivedAloneIsDense) {
   const Tensor g = grad(sum(mean(x, {1, 2}, KeepDims::yes)), {x})[0];
   EXPECT_TRUE(g.is_contiguous());
   EXPECT_EQ(g.to_vector<double>(), std::vector<double>(120, static_cast<float>(1.0 / 12.0)));
-  // Through a node: exp's backward multiplies its (dense) gradient by exp(x).
+  // A node receives it dense: a pass-through node records what reaches it.
   Tensor y = zeros({3, 4});
   y.set_requires_grad(true);
-  const Tensor gy = grad(sum(mean(exp(y), {0})), {y})[0];
+  bool received_dense = false;
+  auto node = std::make_shared<ContiguityProbe>();
+  node->contiguous = &received_dense;
+  const Tensor through = autograd::record(zeros({3, 4}), node, {y});
+  const Tensor gy = grad(sum(mean(through, {0})), {y})[0];
+  EXPECT_TRUE(received_dense);
   EXPECT_EQ(gy.to_vector<double>(), std::vector<double>(12, static_cast<float>(1.0 / 3.0)));
   // A leaf's .grad() is dense too.
   Tensor z = zeros({4, 6});

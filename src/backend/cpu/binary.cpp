@@ -60,26 +60,25 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 void accumulate_into(const Tensor& acc, const Tensor& g) {
-  Tensor target = acc;
+  Tensor target = acc;  // a handle: written through
   if (!g.is_contiguous()) {
     // A broadcast view: as the small tensor it repeats (extent 1 where the stride is 0), through
-    // the per-channel kernel when it is a per-channel broadcast, else the strided loop; both
-    // write each element of acc from the same element only.
+    // the per-channel kernel when it is a per-channel broadcast, else the strided loop below;
+    // both write each element of acc from the same element only.
     std::vector<std::int64_t> dims = g.shape().dims();
     for (std::size_t i = 0; i < dims.size(); ++i) {
       if (g.strides()[i] == 0) dims[i] = 1;
     }
     const Tensor small = core::make_view(g, Shape(dims), g.strides(), g.offset());
     if (binary_channel(BinaryOp::add, acc, small, target)) return;
-    core::dispatch_floating(acc.dtype(), "gradient accumulation", [&]<typename T>() {
-      using C = core::compute_t<T>;
-      map_elementwise<C, T, T, T>({&acc, &g}, target, lanes<C>([](C x, C y) { return x + y; }));
-    });
-    return;
   }
   core::dispatch_floating(acc.dtype(), "gradient accumulation", [&]<typename T>() {
     using C = core::compute_t<T>;
     const auto body = lanes<C>([](C x, C y) { return x + y; });
+    if (!g.is_contiguous()) {
+      map_elementwise<C, T, T, T>({&acc, &g}, target, body);
+      return;
+    }
     T* out = target.data<T>();  // read and written at the same index only
     map_contiguous<T, 2>({out, g.data<T>()}, out, acc.numel(), body);
   });

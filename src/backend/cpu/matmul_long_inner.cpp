@@ -81,16 +81,18 @@ bool takes_long_inner(DType dtype, std::int64_t m, std::int64_t n, std::int64_t 
 }
 
 void long_inner_product(const Tensor& x, const Tensor& dy, Tensor& out) {
-  const std::int64_t k = x.dim(0), m = x.dim(1), n = dy.dim(1);
-  const bool shapes_ok = x.rank() == 2 && dy.rank() == 2 && dy.dim(0) == k && out.rank() == 2 &&
-                         out.dim(0) == m && out.dim(1) == n;
+  const bool ranks_ok = x.rank() == 2 && dy.rank() == 2 && out.rank() == 2;
+  const std::int64_t k = ranks_ok ? x.dim(0) : 0, m = ranks_ok ? x.dim(1) : 0;
+  const std::int64_t n = ranks_ok ? dy.dim(1) : 0;
+  const bool shapes_ok = ranks_ok && dy.dim(0) == k && out.dim(0) == m && out.dim(1) == n;
   if (!shapes_ok || x.dtype() != dy.dtype() || !x.is_contiguous() || !dy.is_contiguous() ||
       !out.is_contiguous() || !takes_long_inner(x.dtype(), m, n, k) ||
       (out.dtype() != x.dtype() && out.dtype() != DType::float32)) {
     throw Error(
         "cpu::long_inner_product: expected contiguous x (K, M) and dy (K, N) of one dtype "
-        "and an (M, N) result with K >= 2048 and M * N <= 16384, got " +
-        x.shape().to_string() + " " + std::string(dtype_name(x.dtype())) + ", " +
+        "and an (M, N) result with K >= " +
+        std::to_string(kLongInnerMinK) + " and M * N <= " + std::to_string(kLongInnerMaxResult) +
+        ", got " + x.shape().to_string() + " " + std::string(dtype_name(x.dtype())) + ", " +
         dy.shape().to_string() + " " + std::string(dtype_name(dy.dtype())) + " into " +
         out.shape().to_string() + " " + std::string(dtype_name(out.dtype())));
   }
