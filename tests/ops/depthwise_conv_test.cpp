@@ -15,6 +15,7 @@
 #include "backend/cpu/conv.h"
 #include "backend/cpu/conv_reference.h"
 #include "backend/cpu/depthwise_filters.h"
+#include "core/convert_kernels.h"
 #include "mixprec/error.h"
 #include "support/gradcheck.h"
 #include "support/op_test_helpers.h"
@@ -166,6 +167,20 @@ TEST(DepthwiseConvKernels, TilePathsMatchReference) {
   }
 }
 
+// The bfloat16 tile loops run only on an AVX-512 CPU (core::convert_isa()); below that limit every
+// geometry takes the generic loop, which must give the same results.
+TEST(DepthwiseConvKernels, GenericLoopBelowAvx512MatchesReference) {
+  const core::ConvertIsa before = core::set_convert_isa_limit(core::ConvertIsa::avx2_f16c);
+  std::uint64_t seed = 3000;
+  for (std::int64_t k : {3, 5}) {
+    for (std::int64_t stride : {1, 2}) {
+      check_both(square(2, 7, 13, 53, k, stride, true), seed);
+      seed += 20;
+    }
+  }
+  core::set_convert_isa_limit(before);
+}
+
 // Geometries outside the tile loops: dilation, even and other kernel sizes, stride 3, non-square
 // kernels (the tile loop covers only the width: a 3-wide, 1-high kernel still tiles).
 TEST(DepthwiseConvKernels, GenericPathsMatchReference) {
@@ -308,7 +323,7 @@ TEST(DepthwiseConvKernels, DispatchAndSwitch) {
 }
 
 // The measured rule (depthwise_conv.cpp): float32 (and float16) take ours on 2x2 output maps,
-// bfloat16 backward data on larger ones, bfloat16 forward never.
+// bfloat16 backward data on larger ones on an AVX-512 CPU, bfloat16 forward never.
 TEST(DepthwiseConvKernels, DispatchRule) {
   const ConvGeometry big = geometry(square(2, 32, 32, 32, 3, 1, true));
   const ConvGeometry to_2x2 = geometry(square(2, 4, 4, 672, 5, 2, true));
@@ -323,10 +338,16 @@ TEST(DepthwiseConvKernels, DispatchRule) {
   for (const ConvGeometry& g : {big, to_2x2, tiny, four}) {
     EXPECT_FALSE(cpu::depthwise_forward_path(g, DType::bfloat16));
   }
-  EXPECT_TRUE(cpu::depthwise_backward_data_path(big, DType::bfloat16));
-  EXPECT_TRUE(cpu::depthwise_backward_data_path(four, DType::bfloat16));
+  const bool avx512 = core::convert_isa() >= core::ConvertIsa::avx512;
+  EXPECT_EQ(cpu::depthwise_backward_data_path(big, DType::bfloat16), avx512);
+  EXPECT_EQ(cpu::depthwise_backward_data_path(four, DType::bfloat16), avx512);
   EXPECT_FALSE(cpu::depthwise_backward_data_path(to_2x2, DType::bfloat16));
   EXPECT_FALSE(cpu::depthwise_backward_data_path(tiny, DType::bfloat16));
+  // Without AVX-512 the bfloat16 tiles do not run: oneDNN everywhere.
+  const core::ConvertIsa before = core::set_convert_isa_limit(core::ConvertIsa::avx2_f16c);
+  EXPECT_FALSE(cpu::depthwise_backward_data_path(big, DType::bfloat16));
+  EXPECT_FALSE(cpu::depthwise_backward_data_path(four, DType::bfloat16));
+  core::set_convert_isa_limit(before);
 }
 
 TEST(DepthwiseConvKernels, RejectsNonDepthwiseGeometry) {
