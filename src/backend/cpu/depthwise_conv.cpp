@@ -16,6 +16,12 @@
 // Columns whose taps reach past the input (edges), the channels after the last full block, and
 // every other geometry (dilation, other sizes) run the generic loop over precomputed per-column tap
 // lists.
+//
+// AVX512_BF16's vdpbf16ps (two taps of one channel per float32 lane, no widening) was tried for the
+// bfloat16 tiles and not kept: on this project's Xeon it issues at half the rate of a 512-bit FMA
+// (the same multiply-adds per cycle) and shares its ports with the word interleaves it needs; a
+// prototype of the stride-1 forward tile ran 1.01-1.02x (3x3) and 1.11-1.21x (5x5, the odd tap
+// paired with zero) the time of these tiles.
 #include "backend/cpu/depthwise_conv.h"
 
 #include <algorithm>
@@ -523,11 +529,13 @@ Tensor depthwise_backward_data(const Tensor& dy, const Tensor& filters, const Co
 }
 
 // Where ours runs (measured per call against oneDNN 2.6's brdgmm_dw / jit_dw kernels on a 2-core
-// AVX-512/AMX Xeon, EfficientNet-B0's layers at 64x64, batch 32, libgomp's default wait policy):
-// float32 (and float16, which runs as float32 on both paths) where the output maps have at most 4
-// positions (2x2: ours 0.66-0.80x oneDNN's time; on larger maps the two were within a few percent,
-// or ours up to 1.6x slower on 4x4 maps with 5x5 kernels); bfloat16 backward data on larger output
-// maps (ours 0.6-0.98x; 1.1-1.2x on 2x2 maps); bfloat16 forward nowhere (ours 1.0-1.4x slower).
+// AVX-512/AMX Xeon, EfficientNet-B0's layers at 64x64, batch 32, libgomp's default wait policy,
+// 2 threads): float32 (and float16, which runs as float32 on both paths) where the output maps have
+// at most 4 positions (2x2: ours 0.64-0.84x oneDNN's time; on larger maps the two were within a few
+// percent, or ours up to 1.6x slower on 4x4 maps with 5x5 kernels); bfloat16 backward data on
+// larger output maps, on an AVX-512 CPU (ours 0.60-0.99x; 1.10-1.14x on 2x2 maps; below AVX-512
+// only the generic loop runs); bfloat16 forward nowhere (ours 0.97-1.55x: the edge columns and
+// the maps narrower than a tile run the generic loop).
 bool depthwise_forward_path(const ConvGeometry& g, DType dtype) {
   if (!depthwise_conv_enabled() || !is_depthwise_geometry(g)) return false;
   if (dtype == DType::bfloat16) return false;
