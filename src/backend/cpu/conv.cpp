@@ -25,6 +25,7 @@
 #include "backend/cpu/cast.h"
 #include "backend/cpu/conv_im2col.h"
 #include "backend/cpu/conv_pointwise.h"
+#include "backend/cpu/depthwise_conv.h"
 #include "backend/cpu/depthwise_filters.h"
 #include "backend/cpu/scratch.h"
 #include "core/env_switch.h"
@@ -317,6 +318,8 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& filters, const Tensor& bias
   check("filters", filters, filters_shape(g), dtype);
   if (bias.defined()) check("bias", bias, Shape{g.out_channels}, dtype);
   const Tensor bias32 = bias.defined() ? widen(bias) : Tensor();
+  // Depthwise: our kernel where it is faster than oneDNN's (depthwise_conv.h).
+  if (depthwise_forward_path(g, dtype)) return depthwise_forward(x, filters, bias32, g);
   if (pointwise_path(g)) return pointwise_forward(x, filters, bias32, g);
   if (im2col_path(g, dtype)) return im2col_forward(x, filters, bias32, g);
   if (!via_float32(dtype)) return forward_dnnl(x, filters, bias32, g);
@@ -327,6 +330,7 @@ Tensor conv2d_backward_data(const Tensor& dy, const Tensor& filters, const ConvG
   const DType dtype = dy.dtype();
   check("dy", dy, y_shape(g), dtype);
   check("filters", filters, filters_shape(g), dtype);
+  if (depthwise_backward_data_path(g, dtype)) return depthwise_backward_data(dy, filters, g);
   if (pointwise_path(g)) return pointwise_backward_data(dy, filters, g);
   if (im2col_path(g, dtype)) return im2col_backward_data(dy, filters, g);
   if (!via_float32(dtype)) return backward_data_dnnl(dy, filters, g);
