@@ -3,7 +3,7 @@
 // in x's dtype inside the op. The composition a layer would otherwise record,
 //   conv2d(x, cast(kernel, x.dtype()), cast(bias, x.dtype())),
 // adds two cast nodes per convolution and two more passes in its backward (each 16-bit gradient
-// widened by CastBackward); EfficientNet-B0 has 81 convolutions. Here the casts are kernels inside
+// widened by CastBackward); EfficientNet-B0 has 82 convolutions. Here the casts are kernels inside
 // the op, and its node hands the gradients to the kernel and the bias in their own dtype. The
 // values are the composition's, bit for bit: the same 16-bit filters and bias in the forward, the
 // same 16-bit gradients, widened. Inside a training step (autograd/saved_cast.h: RecastScope) the
