@@ -27,17 +27,23 @@ void for_each_run(std::int64_t r0, std::int64_t r1, std::int64_t c, Period p, F&
 
 bool parallel(Rows r) { return r.m * r.c >= bn_loops::kParallelElements; }
 
-// Per-block float64 sums of `width` quantities per channel: block(r0, r1, out) adds block
-// [r0, r1)'s sums into out[width * C] (zeroed); returns their totals, added in block order.
+// Per-block float64 sums of `width` quantities per channel: block(r0, r1, out, scratch) adds
+// block [r0, r1)'s sums into out[width * C] (zeroed), using scratch (`scratch_floats` floats owned
+// by the calling thread, reused from block to block: no allocation per block); returns their
+// totals, added in block order.
 template <typename Block>
-std::vector<double> block_sums(Rows r, int width, Block&& block) {
+std::vector<double> block_sums(Rows r, int width, std::int64_t scratch_floats, Block&& block) {
   const Blocking b = bn_loops::blocking(r);
   const std::int64_t stride = width * r.c;
   std::vector<double> partial(static_cast<std::size_t>(b.count * stride), 0.0);
-#pragma omp parallel for schedule(static) if (parallel(r))
-  for (std::int64_t k = 0; k < b.count; ++k) {
-    const std::int64_t r0 = k * b.rows;
-    block(r0, std::min(r.m, r0 + b.rows), partial.data() + k * stride);
+#pragma omp parallel if (parallel(r))
+  {
+    std::vector<float> scratch(static_cast<std::size_t>(scratch_floats));
+#pragma omp for schedule(static)
+    for (std::int64_t k = 0; k < b.count; ++k) {
+      const std::int64_t r0 = k * b.rows;
+      block(r0, std::min(r.m, r0 + b.rows), partial.data() + k * stride, scratch.data());
+    }
   }
   std::vector<double> total(static_cast<std::size_t>(stride), 0.0);
   for (std::int64_t k = 0; k < b.count; ++k) {
@@ -46,32 +52,47 @@ std::vector<double> block_sums(Rows r, int width, Block&& block) {
   return total;
 }
 
+// The working memory of block_moments, one per thread, reused from block to block.
+struct MomentScratch {
+  explicit MomentScratch(std::int64_t c, bn_kernels::Period p)
+      : acc1(static_cast<std::size_t>(p.elements)),
+        acc2(acc1.size()),
+        s1(static_cast<std::size_t>(c)),
+        s2(s1.size()),
+        m(s1.size()),
+        mp(acc1.size()) {}
+  std::vector<float> acc1, acc2;
+  std::vector<double> s1, s2;
+  std::vector<float> m, mp;
+};
+
 // One block's mean and sum of squared deviations per channel (C each), two passes over its rows.
 template <typename T>
 void block_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t c,
-                   const bn_kernels::Kernels<T>& k, double* mean, double* m2) {
+                   const bn_kernels::Kernels<T>& k, MomentScratch& w, double* mean, double* m2) {
   const Period p = bn_kernels::period_of(c);
   const double rows = static_cast<double>(r1 - r0);
-  std::vector<float> acc1(static_cast<std::size_t>(p.elements), 0.0f);
-  std::vector<float> acc2(acc1.size(), 0.0f);
-  std::vector<double> s1(static_cast<std::size_t>(c), 0.0), s2(s1.size(), 0.0);
+  std::fill(w.acc1.begin(), w.acc1.end(), 0.0f);
+  std::fill(w.acc2.begin(), w.acc2.end(), 0.0f);
+  std::fill(w.s1.begin(), w.s1.end(), 0.0);
+  std::fill(w.s2.begin(), w.s2.end(), 0.0);
   for_each_run(r0, r1, c, p,
-               [&](std::int64_t row, std::int64_t n) { k.sum(x + row * c, n, acc1.data()); });
-  bn_kernels::fold(acc1.data(), c, p, s1.data());
-  std::vector<float> m(s1.size());
-  for (std::size_t j = 0; j < m.size(); ++j) m[j] = static_cast<float>(s1[j] / rows);
-  const std::vector<float> mp = bn_kernels::repeat(m.data(), c, p);
-  std::fill(acc1.begin(), acc1.end(), 0.0f);
-  std::fill(s1.begin(), s1.end(), 0.0);
+               [&](std::int64_t row, std::int64_t n) { k.sum(x + row * c, n, w.acc1.data()); });
+  bn_kernels::fold(w.acc1.data(), c, p, w.s1.data());
+  for (std::size_t j = 0; j < w.m.size(); ++j) w.m[j] = static_cast<float>(w.s1[j] / rows);
+  // The block mean repeated over the period (bn_kernels::repeat, without its allocation).
+  for (std::int64_t r = 0; r < p.rows; ++r) std::copy_n(w.m.data(), c, w.mp.data() + r * c);
+  std::fill(w.acc1.begin(), w.acc1.end(), 0.0f);
+  std::fill(w.s1.begin(), w.s1.end(), 0.0);
   for_each_run(r0, r1, c, p, [&](std::int64_t row, std::int64_t n) {
-    k.centered(x + row * c, n, mp.data(), acc1.data(), acc2.data());
+    k.centered(x + row * c, n, w.mp.data(), w.acc1.data(), w.acc2.data());
   });
-  bn_kernels::fold(acc1.data(), c, p, s1.data());
-  bn_kernels::fold(acc2.data(), c, p, s2.data());
-  for (std::size_t j = 0; j < m.size(); ++j) {
+  bn_kernels::fold(w.acc1.data(), c, p, w.s1.data());
+  bn_kernels::fold(w.acc2.data(), c, p, w.s2.data());
+  for (std::size_t j = 0; j < w.m.size(); ++j) {
     // s1: the deviations' sum, nonzero only by the float32 rounding of m.
-    mean[j] = m[j] + s1[j] / rows;
-    const double v = s2[j] - s1[j] * s1[j] / rows;
+    mean[j] = w.m[j] + w.s1[j] / rows;
+    const double v = w.s2[j] - w.s1[j] * w.s1[j] / rows;
     m2[j] = v < 0.0 ? 0.0 : v;  // NaN stays
   }
 }
@@ -85,11 +106,15 @@ void statistics(const T* x, Rows r, float* mean, float* variance) {
   const bn_kernels::Kernels<T> k = bn_kernels::kernels<T>(Act::none);
   std::vector<double> means(static_cast<std::size_t>(b.count * c));
   std::vector<double> m2s(means.size());
-#pragma omp parallel for schedule(static) if (parallel(r))
-  for (std::int64_t i = 0; i < b.count; ++i) {
-    const std::int64_t r0 = i * b.rows;
-    block_moments(x, r0, std::min(r.m, r0 + b.rows), c, k, means.data() + i * c,
-                  m2s.data() + i * c);
+#pragma omp parallel if (parallel(r))
+  {
+    MomentScratch scratch(c, bn_kernels::period_of(c));
+#pragma omp for schedule(static)
+    for (std::int64_t i = 0; i < b.count; ++i) {
+      const std::int64_t r0 = i * b.rows;
+      block_moments(x, r0, std::min(r.m, r0 + b.rows), c, k, scratch, means.data() + i * c,
+                    m2s.data() + i * c);
+    }
   }
   // Chan et al.'s pairwise update, adding the blocks in order.
   std::vector<double> mu(static_cast<std::size_t>(c), 0.0), m2(mu.size(), 0.0);
@@ -136,14 +161,17 @@ void backward(const T* dy, const T* x, Rows r, const Affine& a, const float* inv
   const std::vector<float> h = bn_kernels::repeat(a.shift, c, p);
   Coefficients co{m.data(), s.data(), h.data()};
   const bn_kernels::Kernels<T> k = bn_kernels::kernels<T>(act);
-  const auto sums = block_sums(r, 2, [&](std::int64_t r0, std::int64_t r1, double* out) {
-    std::vector<float> acc_g(static_cast<std::size_t>(p.elements), 0.0f), acc_gx(acc_g.size());
-    for_each_run(r0, r1, c, p, [&](std::int64_t row, std::int64_t n) {
-      k.backward_sums(dy + row * c, x + row * c, n, co, acc_g.data(), acc_gx.data());
-    });
-    bn_kernels::fold(acc_g.data(), c, p, out);
-    bn_kernels::fold(acc_gx.data(), c, p, out + c);
-  });
+  const auto sums = block_sums(r, 2, 2 * p.elements,
+                               [&](std::int64_t r0, std::int64_t r1, double* out, float* scratch) {
+                                 float* acc_g = scratch;
+                                 float* acc_gx = scratch + p.elements;
+                                 std::fill(scratch, scratch + 2 * p.elements, 0.0f);
+                                 for_each_run(r0, r1, c, p, [&](std::int64_t row, std::int64_t n) {
+                                   k.backward_sums(dy + row * c, x + row * c, n, co, acc_g, acc_gx);
+                                 });
+                                 bn_kernels::fold(acc_g, c, p, out);
+                                 bn_kernels::fold(acc_gx, c, p, out + c);
+                               });
   // dx = scale * (dz - pc - (x - mean) * qc): pc = dbeta / M, qc = dgamma * inv_std / M (0 for
   // moving statistics).
   const std::size_t cs = static_cast<std::size_t>(c);
