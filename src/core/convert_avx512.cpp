@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/bf16_native_rounding.h"
 #include "core/convert_kernels.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
@@ -33,17 +34,16 @@ namespace mixprec::core::avx512 {
 
 namespace {
 
+using bf16_native::bf16_in_top_half;
+using bf16_native::first_lanes;
+using bf16_native::top_halves;
+
 #define MIXPREC_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define MIXPREC_TARGET_AVX512_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
 // Rounding immediate for vcvtps2ph: round to nearest even regardless of MXCSR.RC.
 constexpr int kRoundNearestEven = _MM_FROUND_TO_NEAREST_INT;
-
-// Mask of the first min(left, 16) lanes.
-inline __mmask16 first_lanes(std::size_t left) {
-  return static_cast<__mmask16>((1u << std::min<std::size_t>(left, 16)) - 1u);
-}
 
 // float16/bfloat16 are 2-byte structs; the unaligned load/store intrinsics take void pointers.
 template <typename T>
@@ -53,41 +53,6 @@ inline void* vp(T* p) {
 template <typename T>
 inline const void* vp(const T* p) {
   return static_cast<const void*>(p);
-}
-
-// Sixteen float32 bit patterns rounded to bfloat16, the result in the top half of each lane (the
-// low half is garbage). Per lane this is detail::float_to_bfloat16_bits:
-//   NaN (|x| > 0x7f800000):  x | 0x00400000              top payload bits, quiet bit set
-//   otherwise:               x + 0x7fff + bit16(x)       round to nearest, ties to even; the
-//                                                        carry turns overflow into inf
-MIXPREC_TARGET_AVX512 inline __m512i bf16_in_top_half(__m512i x) {
-  const __m512i magnitude = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
-  const __mmask16 is_nan = _mm512_cmpgt_epu32_mask(magnitude, _mm512_set1_epi32(0x7f800000));
-  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-  return _mm512_mask_or_epi32(rounded, is_nan, x, _mm512_set1_epi32(0x00400000));
-}
-
-// The odd 16-bit words of two vectors (the top halves of their 32-bit lanes): lo's, then hi's.
-MIXPREC_TARGET_AVX512 inline __m512i top_halves(__m512i lo, __m512i hi) {
-  const __m512i odd_words =
-      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
-                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  return _mm512_permutex2var_epi16(lo, odd_words, hi);
-}
-
-// Lanes holding a float32 subnormal (exponent field 0, mantissa not 0). vfpclassps (AVX512DQ) is
-// one instruction instead of the three of an integer range check, which made the check cost more
-// than the conversion (in L1: 0.036 vs 0.055 ns per value, 0.024 without a check). It honours
-// MXCSR.DAZ (a subnormal then classifies as zero), so it is only used while DAZ is off.
-MIXPREC_TARGET_AVX512_BF16 inline __mmask16 subnormal_lanes(__m512i x) {
-  constexpr int kDenormal = 0x20;
-  return _mm512_fpclass_ps_mask(_mm512_castsi512_ps(x), kDenormal);
-}
-
-// Stores the bfloat16 of the first lanes of `rounded` (bf16_in_top_half) selected by k.
-MIXPREC_TARGET_AVX512 inline void store_top_halves(bfloat16* dst, __mmask16 k, __m512i rounded) {
-  _mm256_mask_storeu_epi16(vp(dst), k, _mm512_cvtepi32_epi16(_mm512_srli_epi32(rounded, 16)));
 }
 
 }  // namespace
@@ -144,8 +109,7 @@ MIXPREC_TARGET_AVX512 void f16_to_f32(const float16* src, float* dst, std::size_
 }
 
 MIXPREC_TARGET_AVX512 inline void bf16_to_f32_part(const bfloat16* src, float* dst, __mmask16 k) {
-  const __m256i h = _mm256_maskz_loadu_epi16(k, vp(src));
-  _mm512_mask_storeu_epi32(vp(dst), k, _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  _mm512_mask_storeu_ps(dst, k, bf16_native::load_bf16<true>(src, k));
 }
 
 MIXPREC_TARGET_AVX512 void bf16_to_f32(const bfloat16* src, float* dst, std::size_t n) {
@@ -155,15 +119,14 @@ MIXPREC_TARGET_AVX512 void bf16_to_f32(const bfloat16* src, float* dst, std::siz
   std::size_t i = head;
   for (; i + 64 <= n; i += 64) {
     for (std::size_t j = i; j < i + 64; j += 16) {
-      const __m256i h = _mm256_loadu_si256(static_cast<const __m256i*>(vp(src + j)));
-      _mm512_storeu_si512(vp(dst + j), _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+      _mm512_storeu_ps(dst + j, bf16_native::load_bf16<false>(src + j, 0));
     }
   }
   for (; i < n; i += 16) bf16_to_f32_part(src + i, dst + i, first_lanes(n - i));
 }
 
 MIXPREC_TARGET_AVX512 inline void f32_to_bf16_part(const float* src, bfloat16* dst, __mmask16 k) {
-  store_top_halves(dst, k, bf16_in_top_half(_mm512_maskz_loadu_epi32(k, vp(src))));
+  bf16_native::store16_integer(dst, _mm512_maskz_loadu_ps(k, src), k);
 }
 
 MIXPREC_TARGET_AVX512 void f32_to_bf16(const float* src, bfloat16* dst, std::size_t n) {
@@ -179,35 +142,24 @@ MIXPREC_TARGET_AVX512 void f32_to_bf16(const float* src, bfloat16* dst, std::siz
   for (; i < n; i += 16) f32_to_bf16_part(src + i, dst + i, first_lanes(n - i));
 }
 
-MIXPREC_TARGET_AVX512_BF16 inline void f32_to_bf16_native_part(const float* src, bfloat16* dst,
-                                                               __mmask16 k) {
-  const __m512i v = _mm512_maskz_loadu_epi32(k, vp(src));  // masked-off lanes are +0
-  if (subnormal_lanes(v) == 0) {
-    _mm256_mask_storeu_epi16(vp(dst), k, (__m256i)_mm512_cvtneps_pbh(_mm512_castsi512_ps(v)));
-  } else {
-    store_top_halves(dst, k, bf16_in_top_half(v));
-  }
-}
-
+// bf16_native_rounding.h's steps (vcvtne2ps2bf16, the integer formula for a vector with a
+// subnormal lane); with MXCSR.DAZ on, which blinds their subnormal check, the integer formula does
+// it all.
 MIXPREC_TARGET_AVX512_BF16 void f32_to_bf16_native(const float* src, bfloat16* dst, std::size_t n) {
-  constexpr unsigned kDenormalsAreZero = 0x40;  // MXCSR bit 6
-  if ((_mm_getcsr() & kDenormalsAreZero) != 0) return f32_to_bf16(src, dst, n);
+  if (bf16_native::denormals_are_zero()) return f32_to_bf16(src, dst, n);
   const std::size_t head = until_aligned(dst, n);
-  for (std::size_t i = 0; i < head; i += 16)
-    f32_to_bf16_native_part(src + i, dst + i, first_lanes(head - i));
+  for (std::size_t i = 0; i < head; i += 16) {
+    const __mmask16 k = first_lanes(head - i);  // masked-off lanes load as +0
+    bf16_native::store16(dst + i, _mm512_maskz_loadu_ps(k, src + i), k, false);
+  }
   std::size_t i = head;
   for (; i + 32 <= n; i += 32) {
-    const __m512i a = _mm512_loadu_si512(vp(src + i));
-    const __m512i b = _mm512_loadu_si512(vp(src + i + 16));
-    if ((subnormal_lanes(a) | subnormal_lanes(b)) == 0) {
-      // vcvtne2ps2bf16 puts its second operand in the low half of the result.
-      const __m512bh r = _mm512_cvtne2ps_pbh(_mm512_castsi512_ps(b), _mm512_castsi512_ps(a));
-      _mm512_storeu_si512(vp(dst + i), (__m512i)r);
-    } else {
-      _mm512_storeu_si512(vp(dst + i), top_halves(bf16_in_top_half(a), bf16_in_top_half(b)));
-    }
+    bf16_native::store32(dst + i, _mm512_loadu_ps(src + i), _mm512_loadu_ps(src + i + 16), false);
   }
-  for (; i < n; i += 16) f32_to_bf16_native_part(src + i, dst + i, first_lanes(n - i));
+  for (; i < n; i += 16) {
+    const __mmask16 k = first_lanes(n - i);
+    bf16_native::store16(dst + i, _mm512_maskz_loadu_ps(k, src + i), k, false);
+  }
 }
 
 // As in the AVX2 path: out of place onto a 64-byte-aligned destination the stores bypass the cache.

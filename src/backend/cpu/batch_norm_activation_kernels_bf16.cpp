@@ -20,19 +20,19 @@
 
 #include <cstdint>
 
-#include "backend/cpu/bf16_native_rounding.h"
+#include "core/bf16_native_rounding.h"
 
 namespace mixprec::cpu::bn_kernels {
 
 #if MIXPREC_BF16_NATIVE
 namespace {
 
-using bf16_native::denormals_are_zero;
-using bf16_native::first_lanes;
-using bf16_native::kLanes;
-using bf16_native::load_bf16;
-using bf16_native::store16;
-using bf16_native::store32;
+using core::bf16_native::denormals_are_zero;
+using core::bf16_native::first_lanes;
+using core::bf16_native::kLanes;
+using core::bf16_native::load_bf16;
+using core::bf16_native::store16;
+using core::bf16_native::store32;
 
 #define MIXPREC_BN_TARGET MIXPREC_BF16_NATIVE_TARGET
 #define MIXPREC_BN_STEP MIXPREC_BF16_NATIVE_STEP
@@ -149,7 +149,7 @@ void install(Kernels<bfloat16>& k) {
 }  // namespace
 
 bool use_native_bf16_stores(Act act, Kernels<bfloat16>& k) {
-  if (!bf16_native::native_bf16_rounding()) return false;
+  if (!core::bf16_native::native_bf16_rounding()) return false;
   switch (act) {
     case Act::none: install<Act::none>(k); return true;
     case Act::relu: install<Act::relu>(k); return true;

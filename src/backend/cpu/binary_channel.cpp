@@ -8,11 +8,11 @@
 #include <type_traits>
 
 #include "backend/channel_geometry.h"
-#include "backend/cpu/bf16_native_rounding.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/simd_convert.h"
 #include "backend/cpu/target_clones.h"
 #include "backend/kernel_math/elementwise_math.h"
+#include "core/bf16_native_rounding.h"
 #include "core/dispatch.h"
 #include "core/scalar.h"
 #include "core/tensor_impl.h"
@@ -59,7 +59,7 @@ MIXPREC_BF16_NATIVE_STEP __m512 apply_native(__m512 a, __m512 b) {
 template <BinaryOp Op>
 MIXPREC_BF16_NATIVE_TARGET void row_op_native(const bfloat16* a, const bfloat16* b, bfloat16* o,
                                               std::int64_t c) {
-  using namespace bf16_native;
+  using namespace core::bf16_native;
   const bool integer = denormals_are_zero();
   constexpr __mmask16 all = 0xffff;
   std::int64_t j = 0;
@@ -82,7 +82,7 @@ template <BinaryOp Op, typename T>
 auto native_row_op() -> void (*)(const T*, const T*, T*, std::int64_t) {
 #if MIXPREC_BF16_NATIVE
   if constexpr (std::is_same_v<T, bfloat16> && (Op == BinaryOp::add || Op == BinaryOp::mul)) {
-    if (bf16_native::native_bf16_rounding()) return row_op_native<Op>;
+    if (core::bf16_native::native_bf16_rounding()) return row_op_native<Op>;
   }
 #endif
   return nullptr;
