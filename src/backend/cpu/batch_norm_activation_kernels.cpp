@@ -206,9 +206,13 @@ Period period_of(std::int64_t c) {
   return p;
 }
 
+void repeat_into(const float* v, std::int64_t c, Period p, float* out) {
+  for (std::int64_t r = 0; r < p.rows; ++r) std::copy_n(v, c, out + r * c);
+}
+
 std::vector<float> repeat(const float* v, std::int64_t c, Period p) {
   std::vector<float> out(static_cast<std::size_t>(p.elements));
-  for (std::int64_t r = 0; r < p.rows; ++r) std::copy_n(v, c, out.data() + r * c);
+  repeat_into(v, c, p, out.data());
   return out;
 }
 

@@ -38,6 +38,8 @@ Period period_of(std::int64_t c);
 
 // The C per-channel values v repeated over the period.
 std::vector<float> repeat(const float* v, std::int64_t c, Period p);
+// The same into out (p.elements floats).
+void repeat_into(const float* v, std::int64_t c, Period p, float* out);
 // The inverse: sums of the period's `elements` partial values per channel, added into out[C]
 // in float64.
 void fold(const float* partial, std::int64_t c, Period p, double* out);

@@ -80,8 +80,7 @@ void block_moments(const T* x, std::int64_t r0, std::int64_t r1, std::int64_t c,
                [&](std::int64_t row, std::int64_t n) { k.sum(x + row * c, n, w.acc1.data()); });
   bn_kernels::fold(w.acc1.data(), c, p, w.s1.data());
   for (std::size_t j = 0; j < w.m.size(); ++j) w.m[j] = static_cast<float>(w.s1[j] / rows);
-  // The block mean repeated over the period (bn_kernels::repeat, without its allocation).
-  for (std::int64_t r = 0; r < p.rows; ++r) std::copy_n(w.m.data(), c, w.mp.data() + r * c);
+  bn_kernels::repeat_into(w.m.data(), c, p, w.mp.data());
   std::fill(w.acc1.begin(), w.acc1.end(), 0.0f);
   std::fill(w.s1.begin(), w.s1.end(), 0.0);
   for_each_run(r0, r1, c, p, [&](std::int64_t row, std::int64_t n) {
