@@ -17,6 +17,7 @@
 #include "backend/cpu/depthwise_filters.h"
 #include "core/convert_kernels.h"
 #include "mixprec/error.h"
+#include "support/depthwise_test_helpers.h"
 #include "support/gradcheck.h"
 #include "support/op_test_helpers.h"
 
@@ -37,55 +38,14 @@ struct DwCase {
   }
 };
 
-// TensorFlow's padding along one axis: the output size and the padding before / after.
-void axis(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d, bool same,
-          std::int64_t& out, std::int64_t& before, std::int64_t& after) {
-  const std::int64_t extent = (k - 1) * d + 1;
-  out = same ? (in + s - 1) / s : (in - extent) / s + 1;
-  const std::int64_t total = same ? std::max<std::int64_t>((out - 1) * s + extent - in, 0) : 0;
-  before = total / 2;
-  after = total - before;
-}
-
+// The summation bounds below allow one term more than the kernel's taps (kh * kw + 1).
 ConvGeometry geometry(const DwCase& c) {
-  ConvGeometry g;
-  g.batch = c.n, g.in_h = c.h, g.in_w = c.w, g.in_channels = c.c;
-  g.kernel_h = c.kh, g.kernel_w = c.kw, g.out_channels = c.c, g.groups = c.c;
-  g.stride_h = g.stride_w = c.stride;
-  g.dilation_h = g.dilation_w = c.dilation;
-  axis(c.h, c.kh, c.stride, c.dilation, c.same, g.out_h, g.pad_top, g.pad_bottom);
-  axis(c.w, c.kw, c.stride, c.dilation, c.same, g.out_w, g.pad_left, g.pad_right);
-  return g;
+  return testing::depthwise_geometry(c.n, c.h, c.w, c.c, c.kh, c.kw, c.stride, c.dilation, c.same);
 }
 
 DwCase square(std::int64_t n, std::int64_t h, std::int64_t w, std::int64_t c, std::int64_t k,
               std::int64_t stride, bool same) {
   return {n, h, w, c, k, k, stride, same};
-}
-
-double unit_roundoff(DType dtype) {
-  if (dtype == DType::float16) return std::ldexp(1.0, -11);
-  if (dtype == DType::bfloat16) return std::ldexp(1.0, -8);
-  return std::ldexp(1.0, -24);
-}
-
-// |got - exact| <= terms * u32 * magnitude (float32 summation) + u_out * |exact| (one rounding).
-::testing::AssertionResult within_bound(const Tensor& got, const Tensor& exact,
-                                        const Tensor& magnitude, double terms) {
-  const auto a = got.to_vector<double>(), e = exact.to_vector<double>();
-  const auto m = magnitude.to_vector<double>();
-  if (a.size() != e.size()) return ::testing::AssertionFailure() << "size " << a.size();
-  const double u_out = unit_roundoff(got.dtype());
-  const double floor = got.dtype() == DType::float16 ? std::ldexp(1.0, -25) : 1e-300;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double bound =
-        1.01 * (terms + 1) * std::ldexp(1.0, -24) * m[i] + u_out * std::abs(e[i]) + floor;
-    if (!(std::abs(a[i] - e[i]) <= bound)) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": " << a[i] << " vs " << e[i] << " (bound " << bound << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
 }
 
 // The forward kernel on case c in every dtype, with and without a bias, against the float64
@@ -107,7 +67,8 @@ void check_forward(const DwCase& c, std::uint64_t seed) {
       ASSERT_EQ(got.dtype(), dtype);
       ASSERT_EQ(got.shape(), (Shape{c.n, g.out_h, g.out_w, c.c}));
       const std::string what = std::string(dtype_name(dtype)) + (bias ? " bias " : " ") + c.label();
-      EXPECT_TRUE(within_bound(got, exact, mag, double(c.kh * c.kw))) << what;
+      EXPECT_TRUE(testing::within_summation_bound(got, exact, mag, double(c.kh * c.kw) + 1))
+          << what;
       if (dtype != DType::float32) {
         const Tensor wide =
             cpu::depthwise_forward(x64.to(DType::float32), w64.to(DType::float32), b, g);
@@ -131,7 +92,7 @@ void check_backward_data(const DwCase& c, std::uint64_t seed) {
     ASSERT_EQ(got.dtype(), dtype);
     ASSERT_EQ(got.shape(), (Shape{c.n, c.h, c.w, c.c}));
     const std::string what = std::string(dtype_name(dtype)) + " " + c.label();
-    EXPECT_TRUE(within_bound(got, exact, mag, double(c.kh * c.kw))) << what;
+    EXPECT_TRUE(testing::within_summation_bound(got, exact, mag, double(c.kh * c.kw) + 1)) << what;
     if (dtype != DType::float32) {
       const Tensor wide =
           cpu::depthwise_backward_data(dy64.to(DType::float32), w64.to(DType::float32), g);

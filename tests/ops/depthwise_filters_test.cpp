@@ -16,6 +16,7 @@
 #include "backend/cpu/conv_reference.h"
 #include "backend/cpu/depthwise_filters_bf16.h"
 #include "core/convert_kernels.h"
+#include "support/depthwise_test_helpers.h"
 #include "support/gradcheck.h"
 #include "support/op_test_helpers.h"
 
@@ -36,25 +37,8 @@ struct DwCase {
   }
 };
 
-// TensorFlow's padding along one axis: (before, total) and the output size.
-void axis(std::int64_t in, std::int64_t k, std::int64_t s, std::int64_t d, bool same,
-          std::int64_t& out, std::int64_t& before, std::int64_t& after) {
-  const std::int64_t extent = (k - 1) * d + 1;
-  out = same ? (in + s - 1) / s : (in - extent) / s + 1;
-  const std::int64_t total = same ? std::max<std::int64_t>((out - 1) * s + extent - in, 0) : 0;
-  before = total / 2;
-  after = total - before;
-}
-
 ConvGeometry geometry(const DwCase& c) {
-  ConvGeometry g;
-  g.batch = c.n, g.in_h = c.h, g.in_w = c.w, g.in_channels = c.c;
-  g.kernel_h = c.k, g.kernel_w = c.k, g.out_channels = c.c, g.groups = c.c;
-  g.stride_h = g.stride_w = c.stride;
-  g.dilation_h = g.dilation_w = c.dilation;
-  axis(c.h, c.k, c.stride, c.dilation, c.same, g.out_h, g.pad_top, g.pad_bottom);
-  axis(c.w, c.k, c.stride, c.dilation, c.same, g.out_w, g.pad_left, g.pad_right);
-  return g;
+  return testing::depthwise_geometry(c.n, c.h, c.w, c.c, c.k, c.k, c.stride, c.dilation, c.same);
 }
 
 const std::vector<DwCase> kCases = {
@@ -63,31 +47,6 @@ const std::vector<DwCase> kCases = {
     {3, 12, 10, 67, 5, 1, false},  {1, 13, 11, 70, 5, 2, false}, {3, 8, 8, 130, 3, 2, true},
     {2, 9, 10, 24, 3, 1, true, 2},
 };
-
-double unit_roundoff(DType dtype) {
-  if (dtype == DType::float16) return std::ldexp(1.0, -11);
-  if (dtype == DType::bfloat16) return std::ldexp(1.0, -8);
-  return std::ldexp(1.0, -24);
-}
-
-// |got - exact| <= terms * u32 * magnitude (float32 summation) + u_out * |exact| (one rounding).
-::testing::AssertionResult within_bound(const Tensor& got, const Tensor& exact,
-                                        const Tensor& magnitude, double terms) {
-  const auto a = got.to_vector<double>(), e = exact.to_vector<double>();
-  const auto m = magnitude.to_vector<double>();
-  if (a.size() != e.size()) return ::testing::AssertionFailure() << "size " << a.size();
-  const double u_out = unit_roundoff(got.dtype());
-  const double floor = got.dtype() == DType::float16 ? std::ldexp(1.0, -25) : 1e-300;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double bound =
-        1.01 * terms * std::ldexp(1.0, -24) * m[i] + u_out * std::abs(e[i]) + floor;
-    if (!(std::abs(a[i] - e[i]) <= bound)) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": " << a[i] << " vs " << e[i] << " (bound " << bound << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 // cpu::conv2d_backward_filters (which dispatches to the depthwise kernel) on case c in every dtype
 // against the float64 reference, and the 16-bit results against the float32 kernel on the widened
@@ -106,7 +65,8 @@ void check_against_reference(const DwCase& c, std::uint64_t seed) {
     ASSERT_EQ(got.dtype(), dtype);
     ASSERT_EQ(got.shape(), (Shape{c.k, c.k, 1, c.c}));
     const double terms = double(c.n * g.out_h * g.out_w);
-    EXPECT_TRUE(within_bound(got, exact, mag, terms)) << dtype_name(dtype) << " " << c.label();
+    EXPECT_TRUE(testing::within_summation_bound(got, exact, mag, terms))
+        << dtype_name(dtype) << " " << c.label();
     if (dtype != DType::float32) {
       const Tensor wide =
           cpu::depthwise_backward_filters(x64.to(DType::float32), dy64.to(DType::float32), g);
