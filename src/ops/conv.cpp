@@ -133,17 +133,16 @@ void check_common(const char* op, const Tensor& x, const Tensor& filters, const 
               "add a batch axis with reshape for a single image");
 }
 
-// Replaces the node's saved filters by their recipe when they are the user's filters as given
-// and those are a cast of a variable (autograd::saved_cast_of: inside a training step).
-void keep_filters_as_cast(Conv2dBackward& node, const Tensor& user_filters) {
+// Replaces the node's saved filters by `recipe` (how to cast them again, autograd/saved_cast.h)
+// when they are the filters the op received as given (`user_filters`, or the autocast ops' cast).
+void keep_filters_as(Conv2dBackward& node, const Tensor& user_filters,
+                     std::optional<autograd::SavedCast> recipe) {
   const Tensor& kept = node.saved.filters;
-  if (!kept.defined() || node.saved.form != ConvSavedForm::as_given ||
+  if (!recipe || !kept.defined() || node.saved.form != ConvSavedForm::as_given ||
       kept.data_ptr() != user_filters.data_ptr() || kept.numel() != user_filters.numel()) {
     return;
   }
-  std::optional<autograd::SavedCast> source = autograd::saved_cast_of(user_filters);
-  if (!source) return;
-  node.filters_cast = std::move(source);
+  node.filters_cast = std::move(recipe);
   node.filters_shape = kept.shape();
   node.saved.filters = Tensor();
 }
@@ -154,20 +153,6 @@ struct Variables {
   Tensor kernel;
   Tensor bias;
 };
-
-// The autocast form of keep_filters_as_cast: inside a training step (autograd::recast_enabled)
-// the node keeps the kernel variable and casts it again in its backward.
-void keep_kernel_as_recast(Conv2dBackward& node, const Tensor& cast_filters, const Tensor& kernel) {
-  const Tensor& kept = node.saved.filters;
-  if (!autograd::recast_enabled() || !kept.defined() ||
-      node.saved.form != ConvSavedForm::as_given || kept.data_ptr() != cast_filters.data_ptr() ||
-      kept.numel() != cast_filters.numel() || !kernel.is_contiguous()) {
-    return;
-  }
-  node.filters_cast = autograd::SavedCast{kernel.detach(), cast_filters.dtype()};
-  node.filters_shape = kept.shape();
-  node.saved.filters = Tensor();
-}
 
 // The forward of both ops on grouped HWIO filters, and its autograd record against the tensors
 // the user passed (`user_filters` may be the depthwise form; `filters` is a view of it), or, for
@@ -201,12 +186,18 @@ Tensor conv_impl(const Tensor& x, const Tensor& user_filters, const Tensor& filt
     node->autocast =
         Conv2dBackward::Autocast{variables->kernel.shape(), variables->kernel.dtype(),
                                  variables->bias.defined() ? variables->bias.dtype() : x.dtype()};
-    keep_kernel_as_recast(*node, user_filters, variables->kernel);
+    // Inside a training step (autograd::recast_enabled) the node keeps the kernel variable and
+    // casts it again in its backward.
+    const Tensor& kernel = variables->kernel;
+    if (autograd::recast_enabled() && kernel.is_contiguous()) {
+      keep_filters_as(*node, user_filters, autograd::SavedCast{kernel.detach(), x.dtype()});
+    }
     std::vector<Tensor> inputs = {x, variables->kernel};
     if (variables->bias.defined()) inputs.push_back(variables->bias);
     return autograd::record(r.y, node, inputs);
   }
-  keep_filters_as_cast(*node, user_filters);
+  // The filters as given, when they are a recorded cast of a variable inside a training step.
+  keep_filters_as(*node, user_filters, autograd::saved_cast_of(user_filters));
   // The filters' gradient comes back in grouped HWIO form; a reshape node in front of the user's
   // depthwise filters turns it back into (KH, KW, C, M).
   std::vector<Tensor> inputs = {x, filters};
