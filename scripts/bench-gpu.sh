@@ -85,8 +85,9 @@ if [[ "$SKIP_TORCH" != 1 ]] && ! "$PYTHON" -c "import torch; assert torch.cuda.i
 fi
 # The mixprec binary links oneDNN etc. from the private prefix scripts/gpu/build.sh unpacked; only
 # its commands get that library path (PyTorch keeps the machine's own libraries).
-mixprec_ld=${LD_LIBRARY_PATH:-}
-if [[ -f "$root/.gpu-deps/env.sh" ]]; then
+# MIXPREC_LD (scripts/gpu/acceptance.sh sets it for the binaries it unpacked) overrides both.
+mixprec_ld=${MIXPREC_LD:-${LD_LIBRARY_PATH:-}}
+if [[ -z "${MIXPREC_LD:-}" && -f "$root/.gpu-deps/env.sh" ]]; then
   # shellcheck disable=SC1091
   mixprec_ld=$(source "$root/.gpu-deps/env.sh" && echo "${LD_LIBRARY_PATH:-}")
 fi
