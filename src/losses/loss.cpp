@@ -78,8 +78,9 @@ Tensor target_like(const char* loss, const Tensor& y_true, const Tensor& pred) {
 }
 
 Tensor clip_probabilities(const Tensor& p) {
-  const Tensor low = scalar(kEpsilon, {.dtype = p.dtype()});
-  const Tensor high = scalar(1.0 - kEpsilon, {.dtype = p.dtype()});
+  // The bounds live where the probabilities do (a CUDA tensor cannot meet a CPU one).
+  const Tensor low = scalar(kEpsilon, {.dtype = p.dtype(), .device = p.device()});
+  const Tensor high = scalar(1.0 - kEpsilon, {.dtype = p.dtype(), .device = p.device()});
   return minimum(maximum(p, low), high);
 }
 
