@@ -9,11 +9,19 @@
 #
 #   scripts/gpu/acceptance.sh probe tests smoke
 #   DEADLINE=420 scripts/gpu/acceptance.sh tests memcheck racecheck train bench:mlp
+#   scripts/gpu/acceptance.sh mp:resnet50:mixed_float16:256:find torch:resnet50:mixed_float16:256
 #
 # Stages: probe, tests, memcheck, racecheck, smoke (one short training run and one bench row),
-# train (mlp x 3 policies, cnn x 3 policies; EPOCHS_MLP/EPOCHS_CNN), bench:STAGES (bench-gpu.sh
-# with those comma-separated stages). Settings: DEADLINE (540), TESTS_TIMEOUT (150),
-# SANITIZER_TIMEOUT (90), SANITIZER_FILTER (gtest filter, default all), GTEST_FILTER.
+# train (mlp 4096 units batch 8192 and cnn, three policies each; EPOCHS_MLP/EPOCHS_CNN),
+# train512 (the CPU's seed MLP: 512 units, batch 256, 5 epochs, three policies),
+# bench:STAGES (scripts/bench-gpu.sh with those comma-separated stages, merged into
+# bench/results/<machine>-*.json), mp:MODEL:POLICY:BATCH[:find] (one `mixprec bench` row; find =
+# MIXPREC_CUDNN_BENCHMARK=1), torch:MODEL:POLICIES:BATCH (the PyTorch eager peer, no compile),
+# ncu:MODEL:POLICY:BATCH (Nsight Compute's per-kernel time summary of one warm-up and one step).
+# Settings: DEADLINE (540), TESTS_TIMEOUT (150), SANITIZER_TIMEOUT (90), SANITIZER_FILTER (gtest
+# filter; default every test but the allocator's intended out-of-memory one), GTEST_FILTER,
+# STEPS_CNN/WARMUP_CNN (20/5), ROW_TIMEOUT (90). Row, training and profile outputs are packed into
+# $OUT/results.tar.gz at the end (the device tool brings back at most 8 files).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -21,7 +29,8 @@ carry=${CARRY:-$root/.gpu-carry}
 out=${OUT:-$root/gpu-out}
 mp=${MP_DIR:-/tmp/mixprec-prebuilt}
 DEADLINE=${DEADLINE:-540}
-mkdir -p "$out"
+mkdir -p "$out/files"
+files=$out/files
 exec > >(tee -a "$out/acceptance.log") 2>&1
 
 # CUDA libraries: the toolkit's, then any other copy on the machine (PyTorch's wheels carry cuDNN
@@ -53,6 +62,7 @@ stage() {
   timeout --signal=TERM --kill-after=5 "$limit" "$@"
   echo "==== $name: exit $? after $((SECONDS - start))s"
 }
+export COMMIT=${COMMIT:-$(cat "$mp/commit")}
 echo "acceptance: commit $(cat "$mp/commit"), binaries from .gpu-carry; CUDA libraries from ${cuda_dirs[*]}"
 tests=$mp/bin/mixprec_gpu_tests
 cli=$mp/bin/mixprec
@@ -62,12 +72,34 @@ train_all() {  # the seed models on Fashion-MNIST, same seed as the CPU runs
   for policy in float32 mixed_float16 mixed_bfloat16; do
     stage "train mlp $policy" 60 "${run_mp[@]}" "$cli" train --model mlp --dataset fashion_mnist --device cuda \
       --policy "$policy" --units 4096 --batch-size 8192 --epochs "${EPOCHS_MLP:-5}" --seed 42 \
-      --metrics-json "$out/train-mlp-$policy.json"
+      --metrics-json "$files/train-mlp-$policy.json"
   done
   for policy in float32 mixed_float16 mixed_bfloat16; do
     stage "train cnn $policy" 90 "${run_mp[@]}" "$cli" train --model cnn --dataset fashion_mnist --device cuda \
-      --policy "$policy" --epochs "${EPOCHS_CNN:-2}" --seed 42 --metrics-json "$out/train-cnn-$policy.json"
+      --policy "$policy" --epochs "${EPOCHS_CNN:-2}" --seed 42 --metrics-json "$files/train-cnn-$policy.json"
   done
+}
+
+train512() {  # the seed MLP as the CPU trains it by default
+  for policy in float32 mixed_float16 mixed_bfloat16; do
+    stage "train mlp512 $policy" 60 "${run_mp[@]}" "$cli" train --model mlp --dataset fashion_mnist \
+      --device cuda --policy "$policy" --units 512 --batch-size 256 --epochs 5 --seed 42 \
+      --metrics-json "$files/train-mlp512-$policy.json"
+  done
+}
+
+# mp_row MODEL POLICY BATCH [find]: one `mixprec bench` row into $files/mp-....json.
+mp_row() {
+  local model=$1 policy=$2 batch=$3 find=${4:-} args
+  if [[ "$model" == mlp ]]; then
+    args=(--units 4096 --optimizer rmsprop --steps 50 --warmup 10)
+  else
+    args=(--input-size 224 --classes 1000 --optimizer adam --steps "${STEPS_CNN:-20}" --warmup "${WARMUP_CNN:-5}")
+  fi
+  local tag="$model-$policy-b$batch${find:+-find}"
+  stage "mixprec bench $tag" "${ROW_TIMEOUT:-90}" "${run_mp[@]}" MIXPREC_CUDNN_BENCHMARK=$([[ -n "$find" ]] && echo 1 || echo 0) \
+    "$cli" bench --device cuda --model "$model" --policy "$policy" --batch-size "$batch" "${args[@]}" \
+    --json "$files/mp-$tag.json"
 }
 
 for s in "$@"; do
@@ -81,20 +113,39 @@ for s in "$@"; do
       ;;
     tests)
       stage "gpu tests" "${TESTS_TIMEOUT:-150}" "${run_mp[@]}" "$tests" --gtest_filter="$filter" \
-        --gtest_output="xml:$out/gpu-tests.xml"
+        --gtest_output="xml:$files/gpu-tests.xml"
       ;;
     memcheck | racecheck)
       stage "compute-sanitizer $s" "${SANITIZER_TIMEOUT:-90}" "${run_mp[@]}" compute-sanitizer --tool "$s" \
-        --error-exitcode 86 --print-limit 20 "$tests" --gtest_filter="${SANITIZER_FILTER:-*}" \
-        --gtest_output="xml:$out/$s-tests.xml"
+        --error-exitcode 86 --print-limit 20 "$tests" --gtest_filter="${SANITIZER_FILTER:-*:-GpuAllocatorTest.OutOfMemoryIsADeviceErrorWithAdvice}" \
+        --gtest_output="xml:$files/$s-tests.xml"
       ;;
     smoke)
       stage "smoke train" 60 "${run_mp[@]}" "$cli" train --model mlp --dataset fashion_mnist --device cuda \
-        --policy mixed_float16 --epochs 1 --metrics-json "$out/smoke-train.json"
+        --policy mixed_float16 --epochs 1 --metrics-json "$files/smoke-train.json"
       stage "smoke bench" 60 "${run_mp[@]}" "$cli" bench --model mlp --device cuda --policy mixed_float16 \
-        --units 4096 --batch-size 8192 --optimizer rmsprop --steps 20 --warmup 5 --json "$out/smoke-bench.json"
+        --units 4096 --batch-size 8192 --optimizer rmsprop --steps 20 --warmup 5 --json "$files/smoke-bench.json"
       ;;
     train) train_all ;;
+    train512) train512 ;;
+    mp:*)
+      IFS=: read -r _ m p b f <<<"$s"
+      mp_row "$m" "$p" "$b" "$f"
+      ;;
+    torch:*)
+      IFS=: read -r _ m p b <<<"$s"
+      stage "torch eager $m $p b$b" "${ROW_TIMEOUT:-90}" env PYTHONUNBUFFERED=1 python3 "$root/bench/peers/torch_cnn.py" \
+        --device cuda --model "$m" --policies "$p" --batch-size "$b" --input-size 224 --classes 1000 \
+        --steps "${STEPS_CNN:-20}" --warmup "${WARMUP_CNN:-5}" --json "$files/torch-$m-${p//,/+}-b$b.json"
+      ;;
+    ncu:*)
+      IFS=: read -r _ m p b <<<"$s"
+      margs=(--input-size 224 --classes 1000 --optimizer adam)
+      [[ "$m" == mlp ]] && margs=(--units 4096 --optimizer rmsprop)
+      stage "ncu $m $p b$b" "${ROW_TIMEOUT:-90}" "${run_mp[@]}" ncu --metrics gpu__time_duration.sum \
+        --print-summary per-kernel --csv --log-file "$files/ncu-$m-$p-b$b.csv" "$cli" bench --device cuda \
+        --model "$m" --policy "$p" --batch-size "$b" "${margs[@]}" --steps 2 --warmup 1
+      ;;
     bench:*)
       left=$((DEADLINE - SECONDS))
       ((left < 30)) && { echo "==== bench: SKIPPED (deadline)"; continue; }
@@ -104,4 +155,5 @@ for s in "$@"; do
     *) echo "acceptance: unknown stage $s" ;;
   esac
 done
+tar -C "$out" -czf "$out/results.tar.gz" files && rm -rf "$files"
 echo "acceptance: done at ${SECONDS}s"
