@@ -11,7 +11,7 @@
 #   DEADLINE=420 scripts/gpu/acceptance.sh tests memcheck racecheck train bench:mlp
 #   scripts/gpu/acceptance.sh mp:resnet50:mixed_float16:256:find torch:resnet50:mixed_float16:256
 #
-# Stages: probe, tests, memcheck, racecheck, smoke (one short training run and one bench row),
+# Stages: probe, tests, tests:find (the same with MIXPREC_CUDNN_BENCHMARK=1), memcheck, racecheck, smoke (one short training run and one bench row),
 # train (mlp 4096 units batch 8192 and cnn, three policies each; EPOCHS_MLP/EPOCHS_CNN),
 # train512 (the CPU's seed MLP: 512 units, batch 256, 5 epochs, three policies),
 # bench:STAGES (scripts/bench-gpu.sh with those comma-separated stages, merged into
@@ -111,9 +111,11 @@ for s in "$@"; do
       env LD_LIBRARY_PATH="$MIXPREC_LD" ldd "$tests" | grep -E "not found|cud|nccl|dnnl"
       stage info 30 "${run_mp[@]}" "$cli" info
       ;;
-    tests)
-      stage "gpu tests" "${TESTS_TIMEOUT:-150}" "${run_mp[@]}" "$tests" --gtest_filter="$filter" \
-        --gtest_output="xml:$files/gpu-tests.xml"
+    tests | tests:find)  # tests:find: with cuDNN's timed algorithm search (MIXPREC_CUDNN_BENCHMARK=1)
+      find=0
+      [[ "$s" == tests:find ]] && find=1
+      stage "gpu $s" "${TESTS_TIMEOUT:-150}" "${run_mp[@]}" MIXPREC_CUDNN_BENCHMARK=$find "$tests" \
+        --gtest_filter="$filter" --gtest_output="xml:$files/gpu-${s/:/-}.xml"
       ;;
     memcheck | racecheck)
       stage "compute-sanitizer $s" "${SANITIZER_TIMEOUT:-90}" "${run_mp[@]}" compute-sanitizer --tool "$s" \
