@@ -11,6 +11,7 @@
 
 #include "core/window_geometry.h"
 #include "mixprec/mixprec.h"
+#include "support/summation_bound.h"  // unit_roundoff
 
 namespace mixprec::testing {
 
@@ -37,12 +38,6 @@ inline ConvGeometry depthwise_geometry(std::int64_t n, std::int64_t h, std::int6
   depthwise_axis(h, kh, stride, dilation, same, g.out_h, g.pad_top, g.pad_bottom);
   depthwise_axis(w, kw, stride, dilation, same, g.out_w, g.pad_left, g.pad_right);
   return g;
-}
-
-inline double unit_roundoff(DType dtype) {
-  if (dtype == DType::float16) return std::ldexp(1.0, -11);
-  if (dtype == DType::bfloat16) return std::ldexp(1.0, -8);
-  return std::ldexp(1.0, -24);
 }
 
 // |got - exact| <= 1.01 * terms * u32 * magnitude (a float32 summation of `terms` terms) +

@@ -353,11 +353,13 @@ Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const PoolSaved& state,
     return pool2d_reference_backward(kind, dy, state.x, g);
   }
   const Tensor dyc = dy.contiguous();
-  // The data type of the forward run decides the primitive (the workspace belongs to it); average
-  // pooling has no workspace, and runs bf16 natively whenever the forward did.
-  if (dtype == DType::float32 || (dtype == DType::bfloat16 && state.native_bf16)) {
-    return backward_dnnl(kind, dyc, state, g);
-  }
+  if (dtype == DType::float32) return backward_dnnl(kind, dyc, state, g);
+  // 16-bit: the float32 primitive, rounded once. oneDNN's native bf16 backward adds the windows'
+  // contributions in bfloat16 (each overlapping window rounds the partial sum: up to 3 ulps off
+  // the float32 sum rounded once, 7x7 stride 2 windows), which breaks DESIGN §2's one rounding.
+  // A max-pooling workspace of a native bf16 forward serves the float32 primitive as well:
+  // oneDNN's pooling workspace is the dst shape of window offsets (u8, or s32 past 255 window
+  // elements) whatever the data type, and backward_dnnl checks its size.
   return cpu::cast(backward_dnnl(kind, widen(dyc), state, g), dtype);
 }
 

@@ -14,8 +14,9 @@ namespace mixprec::cpu {
 
 // PoolSaved, PoolForward and SaveForBackward (backend/nn_kernels.h): max pooling on oneDNN keeps
 // oneDNN's workspace (where each window's maximum was) in PoolSaved::argmax and the data type it
-// ran in (native_bf16), because the backward must use the matching primitive; the float64 path
-// keeps x and finds the maxima again.
+// ran in (native_bf16); the workspace's layout does not depend on the data type, so the float32
+// backward primitive reads a native bf16 forward's workspace. The float64 path keeps x and finds
+// the maxima again.
 
 // x contiguous, of dtype float32/float16/bfloat16 (oneDNN) or float64 (the loops). float16, and
 // bfloat16 without native support or with the fallback forced (use_native_bf16()), run in float32
