@@ -50,6 +50,12 @@ struct BinaryBackward final : autograd::Node {
         channel_geometry(g.shape(), own_shape)) {
       return nn.channel_gate_backward(g, other, own_shape);
     }
+    // A 16-bit reduction of products: the products and their sum in float32, rounded once
+    // (DESIGN §2), not each product rounded to 16 bits before the sum.
+    if (is_16bit_float(g.dtype())) {
+      return cast(sum_to(mul(cast(g, DType::float32), cast(other, DType::float32)), own_shape),
+                  g.dtype());
+    }
     return sum_to(mul(g, other), own_shape);
   }
 

@@ -94,7 +94,7 @@ TEST(GpuElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
   // -0.0334684; bfloat16 -0.0341797 vs -0.0279541, exact -0.0279541; sum |g * other| 16.2).
   for (const auto& [a, b] : shapes) {
     for (OpCase c : binary_cases(a, b)) {
-      if (c.name == "mul") c.rounded_gradient_terms = 1.0;
+      if (c.name == "mul") c.summed_gradients = true;
       for (DType dtype : float_dtypes()) expect_same_on_gpu(c, dtype);
     }
   }

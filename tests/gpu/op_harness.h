@@ -26,18 +26,19 @@ struct OpCase {
   // differs by a few ulp, which such chains can amplify by a rounding step or two.
   double backward_tolerance_scale = 1.0;
   bool differentiable = true;
-  // Where the CUDA gradient rounds each term of a reduction to the 16-bit dtype before summing
-  // and the CPU does not (mul's broadcast operand: the composed sum_to(mul(g, other)) against the
-  // CPU's fused channel kernel), its 16-bit gradients may also differ by this many u_dtype times
-  // sum |term| (the op on absolute values in float64), plus both float32 sums' worst case.
-  double rounded_gradient_terms = 0.0;
+  // Gradients that sum over broadcast axes (mul's broadcast operand): the two backends sum the
+  // float32 products in different orders (the CPU's fused channel kernel, CUDA's reduce), each
+  // rounding once, so they are compared with the float32 summation bound over sum |term| (the op
+  // on absolute values in float64) plus the dtype's tolerance.
+  bool summed_gradients = false;
 };
 
-// Gradient k's float32-summation-plus-16-bit-terms bound (see OpCase::rounded_gradient_terms).
-inline ::testing::AssertionResult within_rounded_terms_bound(const OpCase& c,
-                                                             const std::vector<Tensor>& cpu_in,
-                                                             const Tensor& w, std::size_t k,
-                                                             const Tensor& got, const Tensor& ref) {
+// Gradient k's float32 summation bound (see OpCase::summed_gradients).
+inline ::testing::AssertionResult within_summed_gradient_bound(const OpCase& c,
+                                                               const std::vector<Tensor>& cpu_in,
+                                                               const Tensor& w, std::size_t k,
+                                                               const Tensor& got,
+                                                               const Tensor& ref) {
   std::vector<Tensor> absolute;
   for (const Tensor& t : cpu_in) {
     absolute.push_back(abs(t.detach().to(DType::float64)));
@@ -47,7 +48,7 @@ inline ::testing::AssertionResult within_rounded_terms_bound(const OpCase& c,
   const Tensor m = grad(y, absolute, abs(w.to(DType::float64)))[k];
   const double terms = static_cast<double>(y.numel()) / static_cast<double>(m.numel());
   // A gradient that sums nothing (the operand of the output's shape) rounds once on both sides.
-  const SummationBound bound{2.0 * terms, terms > 1 ? c.rounded_gradient_terms : 0.0,
+  const SummationBound bound{2.0 * terms, 0.0,
                              scaled(tolerance_for(ref.dtype()), c.backward_tolerance_scale)};
   return within_reduction_bound(on_cpu(got), ref, m, bound);
 }
@@ -74,9 +75,9 @@ inline void expect_same_on_gpu(const OpCase& c, DType dtype) {
   const std::vector<Tensor> g_gpu = grad(out_gpu, gpu_in, on_gpu(w));
   ASSERT_EQ(g_cpu.size(), g_gpu.size());
   for (std::size_t k = 0; k < g_cpu.size(); ++k) {
-    if (c.rounded_gradient_terms > 0 && is_16bit_float(g_cpu[k].dtype())) {
+    if (c.summed_gradients) {
       EXPECT_TRUE(matches(g_gpu[k], g_cpu[k], {1e300, 1e300}));  // device, dtype and shape
-      EXPECT_TRUE(within_rounded_terms_bound(c, cpu_in, w, k, g_gpu[k], g_cpu[k]))
+      EXPECT_TRUE(within_summed_gradient_bound(c, cpu_in, w, k, g_gpu[k], g_cpu[k]))
           << "gradient of input " << k;
       continue;
     }
