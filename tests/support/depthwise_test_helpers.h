@@ -1,6 +1,6 @@
 // Helpers shared by the depthwise kernel tests (tests/ops/depthwise_conv_test.cpp,
-// depthwise_filters_test.cpp): the geometry of a depthwise case with TensorFlow's padding, and
-// the error bound of a float32 summation followed by one rounding to the result's dtype.
+// depthwise_filters_test.cpp): the geometry of a depthwise case with TensorFlow's padding (their
+// error bound, within_summation_bound, is support/summation_bound.h's).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 
 #include "core/window_geometry.h"
 #include "mixprec/mixprec.h"
-#include "support/summation_bound.h"  // unit_roundoff
+#include "support/summation_bound.h"  // within_summation_bound
 
 namespace mixprec::testing {
 
@@ -38,26 +38,6 @@ inline ConvGeometry depthwise_geometry(std::int64_t n, std::int64_t h, std::int6
   depthwise_axis(h, kh, stride, dilation, same, g.out_h, g.pad_top, g.pad_bottom);
   depthwise_axis(w, kw, stride, dilation, same, g.out_w, g.pad_left, g.pad_right);
   return g;
-}
-
-// |got - exact| <= 1.01 * terms * u32 * magnitude (a float32 summation of `terms` terms) +
-// u_out * |exact| (one rounding to got's dtype), elementwise.
-inline ::testing::AssertionResult within_summation_bound(const Tensor& got, const Tensor& exact,
-                                                         const Tensor& magnitude, double terms) {
-  const auto a = got.to_vector<double>(), e = exact.to_vector<double>();
-  const auto m = magnitude.to_vector<double>();
-  if (a.size() != e.size()) return ::testing::AssertionFailure() << "size " << a.size();
-  const double u_out = unit_roundoff(got.dtype());
-  const double floor = got.dtype() == DType::float16 ? std::ldexp(1.0, -25) : 1e-300;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    const double bound =
-        1.01 * terms * std::ldexp(1.0, -24) * m[i] + u_out * std::abs(e[i]) + floor;
-    if (!(std::abs(a[i] - e[i]) <= bound)) {
-      return ::testing::AssertionFailure()
-             << "element " << i << ": " << a[i] << " vs " << e[i] << " (bound " << bound << ")";
-    }
-  }
-  return ::testing::AssertionSuccess();
 }
 
 }  // namespace mixprec::testing

@@ -8,7 +8,10 @@
 // float16 and bfloat16 accumulate in float32 (CUBLAS_COMPUTE_32F); float16 with
 // Accumulation::compute_dtype accumulates in float16 (CUBLAS_COMPUTE_16F); bfloat16 has no 16-bit
 // accumulation mode in cuBLASLt, so bfloat16 with Accumulation::compute_dtype still accumulates in
-// float32 (the result is rounded to bfloat16 once); float64 uses CUBLAS_COMPUTE_64F.
+// float32 (the result is rounded to bfloat16 once); float64 uses CUBLAS_COMPUTE_64F. A 16-bit
+// result of a float32 accumulation is rounded once: the heuristic is kept from split-K algorithms
+// that round partial sums, or (with an epilogue) the product before the bias, to 16 bits
+// (detail::reduction_scheme_mask, matmul_plan.h).
 //
 // Every product is three steps, each in its own file:
 //   describe (matmul_layout.h): the product's shape and each operand's layout as cuBLASLt reads it
@@ -54,8 +57,9 @@ bool epilogue_keeps_aux(Epilogue epilogue);
 // of out_dtype on the same device, required by the *_bias epilogues and refused by the others.
 // Where cuBLASLt has no algorithm for the epilogue (some epilogue, dtype and layout combinations;
 // float64), the product runs without it and the elementwise and reduction kernels finish the job:
-// the same function, with the bias added after one rounding of the product instead of before it
-// (counted in MatmulCacheStats::epilogue_fallbacks).
+// the same function with the same one rounding (the product kept in float32, the bias added and
+// the activation applied in float32; unfused_epilogue_dtype), counted in
+// MatmulCacheStats::epilogue_fallbacks.
 EpilogueResult matmul_epilogue(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb,
                                DType out_dtype, Epilogue epilogue, const Tensor& bias = Tensor());
 

@@ -95,6 +95,11 @@ void choose_algorithm(cublasLtHandle_t handle, const PlanKey& key, Plan& plan) {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_d}};
   cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
       pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+  const std::uint32_t reductions = reduction_scheme_mask(key);
+  if (status == CUBLAS_STATUS_SUCCESS) {
+    status = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                  &reductions, sizeof(reductions));
+  }
   for (const auto& [attribute, value] : alignments) {
     if (status == CUBLAS_STATUS_SUCCESS)
       status = cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value));
@@ -103,15 +108,23 @@ void choose_algorithm(cublasLtHandle_t handle, const PlanKey& key, Plan& plan) {
     cublasLtMatmulPreferenceDestroy(pref);
     check_lt(status, "cublasLtMatmulPreferenceSetAttribute");
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  // The best of the heuristic's first few answers that rounds once (the mask should leave no other;
+  // algorithm_rounds_once checks its answer).
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
   int returned = 0;
   status = cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.a, plan.b, plan.d, plan.d, pref,
-                                          1, &result, &returned);
+                                          kCandidates, results, &returned);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    plan.algo = result.algo;
-    plan.workspace = result.workspaceSize;
-    plan.has_algorithm = true;
+  if (status != CUBLAS_STATUS_SUCCESS) return;
+  for (int i = 0; i < returned && i < kCandidates; ++i) {
+    const cublasLtMatmulHeuristicResult_t& result = results[i];
+    if (result.state == CUBLAS_STATUS_SUCCESS && algorithm_rounds_once(key, result.algo)) {
+      plan.algo = result.algo;
+      plan.workspace = result.workspaceSize;
+      plan.has_algorithm = true;
+      return;
+    }
   }
 }
 
@@ -144,6 +157,29 @@ const void* scalar(cudaDataType_t scale, Unit unit) {
 }
 
 }  // namespace
+
+std::uint32_t reduction_scheme_mask(const PlanKey& key) {
+  const bool d16 = key.type_d == CUDA_R_16F || key.type_d == CUDA_R_16BF;
+  if (!d16 || key.compute == CUBLAS_COMPUTE_16F) return CUBLASLT_REDUCTION_SCHEME_MASK;
+  const bool epilogue = key.epilogue != 0 && key.epilogue != CUBLASLT_EPILOGUE_DEFAULT;
+  return epilogue ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+}
+
+bool algorithm_rounds_once(const PlanKey& key, const cublasLtMatmulAlgo_t& algo) {
+  std::int32_t splits = 1;
+  std::uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_NONE;
+  std::size_t written = 0;
+  // An algorithm whose configuration cannot be read is left to the mask the heuristic applied.
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
+                                           sizeof(splits), &written) != CUBLAS_STATUS_SUCCESS ||
+      cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                           sizeof(scheme), &written) != CUBLAS_STATUS_SUCCESS) {
+    return true;
+  }
+  if (splits <= 1) return true;  // one sequence per output: the scheme does not apply
+  const std::uint32_t allowed = reduction_scheme_mask(key);
+  return scheme != CUBLASLT_REDUCTION_SCHEME_NONE && (scheme & allowed) == scheme;
+}
 
 cudaDataType_t data_type(DType dtype) {
   switch (dtype) {

@@ -66,6 +66,26 @@ struct EpilogueBinding {
   const void* bias_pointer() const { return bias != nullptr ? bias : bias_grad; }
 };
 
+// The reduction schemes (cublasLtReductionScheme_t bits; CUBLASLT_REDUCTION_SCHEME_NONE, 0, is
+// always allowed) the heuristic may pick for `key`, so that a product with float32 accumulation
+// rounds once to a 16-bit D (DESIGN: one rounding):
+//  - float32 or float64 D, or 16-bit accumulation (CUBLAS_COMPUTE_16F): every scheme;
+//  - 16-bit D with float32 accumulation, no epilogue: NONE or COMPUTE_TYPE (split-K partials kept
+//    in float32 and reduced once); INPLACE and OUTPUT_TYPE keep the partial sums in D's type and
+//    round each one to 16 bits;
+//  - 16-bit D with float32 accumulation and an epilogue: NONE only. A split-K algorithm finishes
+//    the epilogue in a separate pass over D, already rounded to 16 bits: the bias is then added
+//    to the 16-bit product and the sum rounded again. The first GPU run showed exactly that for
+//    bfloat16 and float16 at (37, 21) x (21, 19) and (15, 13) x (13, 11) (every failing output
+//    equals round16(round16(x W) + b), reproduced on the CPU from the test's inputs), while the
+//    fp16 BIAS case of the same shape, on another algorithm, rounded once.
+std::uint32_t reduction_scheme_mask(const PlanKey& key);
+
+// Whether the heuristic's `algo` may run `key`: its split-K count and reduction scheme fit
+// reduction_scheme_mask (a check of the heuristic's answer; false sends an epilogue product to the
+// unfused path, which rounds once).
+bool algorithm_rounds_once(const PlanKey& key, const cublasLtMatmulAlgo_t& algo);
+
 // The plan key of C = op(A) op(B) (row-major terms, `shape`) into `out` on CUDA device `device`:
 // cuBLASLt computes D = C^T (N, M) = op(B)^T op(A)^T, so its A is our b and its B our a.
 PlanKey make_plan_key(int device, const ProductShape& shape, const OperandView& a,
