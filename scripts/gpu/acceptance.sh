@@ -17,11 +17,13 @@
 # bench:STAGES (scripts/bench-gpu.sh with those comma-separated stages, merged into
 # bench/results/<machine>-*.json), mp:MODEL:POLICY:BATCH[:find] (one `mixprec bench` row; find =
 # MIXPREC_CUDNN_BENCHMARK=1), torch:MODEL:POLICIES:BATCH (the PyTorch eager peer, no compile),
-# ncu:MODEL:POLICY:BATCH (Nsight Compute's per-kernel time summary of one warm-up and one step).
+# ncu:MODEL:POLICY:BATCH (Nsight Compute's per-kernel time summary of one warm-up and two steps).
 # Settings: DEADLINE (540), TESTS_TIMEOUT (150), SANITIZER_TIMEOUT (90), SANITIZER_FILTER (gtest
 # filter; default every test but the allocator's intended out-of-memory one), GTEST_FILTER,
-# STEPS_CNN/WARMUP_CNN (20/5), ROW_TIMEOUT (90). Row, training and profile outputs are packed into
-# $OUT/results.tar.gz at the end (the device tool brings back at most 8 files).
+# STEPS_CNN/WARMUP_CNN (20/5), ROW_TIMEOUT (90), TAR (the packed binaries in .gpu-carry, default
+# prebuilt.tar.xz) and TAG (names this run's log and tarball, for an A/B of two TARs in one call).
+# Row, training and profile outputs are packed into $OUT/results.tar.gz at the end (the device
+# tool brings back at most 8 files).
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -31,7 +33,7 @@ mp=${MP_DIR:-/tmp/mixprec-prebuilt}
 DEADLINE=${DEADLINE:-540}
 mkdir -p "$out/files"
 files=$out/files
-exec > >(tee -a "$out/acceptance.log") 2>&1
+exec > >(tee -a "$out/acceptance${TAG:+-$TAG}.log") 2>&1
 
 # CUDA libraries: the toolkit's, then any other copy on the machine (PyTorch's wheels carry cuDNN
 # and NCCL), first match of each.
@@ -46,7 +48,7 @@ for lib in libcudart.so.13 libcublasLt.so.13 libcublas.so.13 libcudnn.so.9 libnc
     echo "acceptance: $lib not found on this machine"
   fi
 done
-rm -rf "$mp" && mkdir -p "$mp" && tar -C "$mp" -xJf "$carry/prebuilt.tar.xz" || exit 1
+rm -rf "$mp" && mkdir -p "$mp" && tar -C "$mp" -xJf "$carry/${TAR:-prebuilt.tar.xz}" || exit 1
 MIXPREC_LD=$mp/lib$(printf ':%s' "${cuda_dirs[@]}")
 export MIXPREC_LD
 data=$carry/fashion-mnist
@@ -157,5 +159,5 @@ for s in "$@"; do
     *) echo "acceptance: unknown stage $s" ;;
   esac
 done
-tar -C "$out" -czf "$out/results.tar.gz" files && rm -rf "$files"
+tar -C "$out" -czf "$out/results${TAG:+-$TAG}.tar.gz" files && rm -rf "$files"
 echo "acceptance: done at ${SECONDS}s"

@@ -9,6 +9,8 @@
 #
 #   scripts/gpu/pack-prebuilt.sh                 # build/ -> .gpu-carry/prebuilt.tar.xz
 #   WITH_DATA=1 BUILD=build scripts/gpu/pack-prebuilt.sh
+#   BUILD=/work/wt/x/build NAME=prebuilt-x scripts/gpu/pack-prebuilt.sh   # a second build, for an
+#                                   # A/B in one device call (acceptance.sh's TAR=prebuilt-x.tar.xz)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -35,8 +37,8 @@ done | sort -u | while read -r name path; do
   [[ "$name" =~ $skip ]] && continue
   cp -L "$path" "$stage/lib/$name"
 done
-git -C "$root" rev-parse --short HEAD >"$stage/commit"
-tar -C "$stage" -cJf "$dest/prebuilt.tar.xz" bin lib commit
+git -C "$build/.." rev-parse --short HEAD >"$stage/commit" 2>/dev/null || git -C "$root" rev-parse --short HEAD >"$stage/commit"
+tar -C "$stage" -cJf "$dest/${NAME:-prebuilt}.tar.xz" bin lib commit
 if [[ "${WITH_DATA:-0}" == 1 ]]; then
   mkdir -p "$dest/fashion-mnist"
   cp /usr/share/datasets/fashion-mnist/*.gz "$dest/fashion-mnist/"
