@@ -13,7 +13,8 @@
 #
 # Stages: probe, tests, tests:find (the same with MIXPREC_CUDNN_BENCHMARK=1), memcheck, racecheck, smoke (one short training run and one bench row),
 # train (mlp 4096 units batch 8192 and cnn, three policies each; EPOCHS_MLP/EPOCHS_CNN),
-# train512 (the CPU's seed MLP: 512 units, batch 256, 5 epochs, three policies),
+# train512 (the CPU's seed MLP: 512 units, batch 256, 5 epochs, three policies), interop
+# (scripts/gpu/python_interop.py: TensorBoard's EventAccumulator, Hugging Face safetensors),
 # bench:STAGES (scripts/bench-gpu.sh with those comma-separated stages, merged into
 # bench/results/<machine>-*.json), mp:MODEL:POLICY:BATCH[:find] (one `mixprec bench` row; find =
 # MIXPREC_CUDNN_BENCHMARK=1), torch:MODEL:POLICIES:BATCH (the PyTorch eager peer, no compile),
@@ -68,6 +69,11 @@ export COMMIT=${COMMIT:-$(cat "$mp/commit")}
 echo "acceptance: commit $(cat "$mp/commit"), binaries from .gpu-carry; CUDA libraries from ${cuda_dirs[*]}"
 tests=$mp/bin/mixprec_gpu_tests
 cli=$mp/bin/mixprec
+# The CLI with its library path, for programs that run it (python_interop.py) without that path
+# in their own environment.
+wrapped=$mp/bin/mixprec-wrapped
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$MIXPREC_LD" "$cli" >"$wrapped"
+chmod +x "$wrapped"
 filter=${GTEST_FILTER:-*}
 
 train_all() {  # the seed models on Fashion-MNIST, same seed as the CPU runs
@@ -131,6 +137,10 @@ for s in "$@"; do
         --units 4096 --batch-size 8192 --optimizer rmsprop --steps 20 --warmup 5 --json "$files/smoke-bench.json"
       ;;
     train) train_all ;;
+    interop)  # issue 11: TensorBoard's EventAccumulator and Hugging Face safetensors
+      stage "python interop" 120 env MIXPREC_FASHION_MNIST_DIR="$data" python3 \
+        "$root/scripts/gpu/python_interop.py" "$wrapped" "$files/interop"
+      ;;
     train512) train512 ;;
     mp:*)
       IFS=: read -r _ m p b f <<<"$s"
