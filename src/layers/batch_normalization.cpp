@@ -115,8 +115,10 @@ class BatchNormalizationImpl final : public LayerImpl {
     // dtype (a no-op under mixed policies, where the variables are float32 already).
     const DType param = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
     const Shape c{x.dim(-1)};
-    const Tensor gamma = o_.scale ? gamma_.to(param) : ones(c, {.dtype = param, .device = x.device()});
-    const Tensor beta = o_.center ? beta_.to(param) : zeros(c, {.dtype = param, .device = x.device()});
+    const Tensor gamma =
+        o_.scale ? gamma_.to(param) : ones(c, {.dtype = param, .device = x.device()});
+    const Tensor beta =
+        o_.center ? beta_.to(param) : zeros(c, {.dtype = param, .device = x.device()});
     const std::optional<UnaryOp> act = std::exchange(t_fused_activation, std::nullopt);
     if (!(options.training && trainable())) {
       if (act) {
