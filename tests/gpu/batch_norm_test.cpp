@@ -96,6 +96,30 @@ TEST(GpuBatchNormTest, InferenceMatchesTheCpu) {
   }
 }
 
+TEST(GpuBatchNormTest, LayerWithoutCenterOrScaleRunsWhereItsInputIs) {
+  MIXPREC_REQUIRE_GPU();
+  // The stand-ins for a missing beta or gamma are made on the input's device, not the default
+  // one: a layer built on the GPU and called later outside the DeviceScope (another thread, or
+  // after the scope ended) must not mix a CPU constant into a CUDA op.
+  const Tensor x = sample({6, 4, 4, 3}, -2, 2, DType::float32, 5);
+  for (bool center : {false, true}) {
+    layers::BatchNormalization cpu_layer({.center = center, .scale = !center});
+    layers::BatchNormalization gpu_layer({.center = center, .scale = !center});
+    {
+      DeviceScope on(kGpu);
+      (void)gpu_layer(on_gpu(x), {.training = true});  // builds the variables on the GPU
+    }
+    (void)cpu_layer(x, {.training = true});
+    for (bool training : {true, false}) {
+      SCOPED_TRACE(std::string(center ? "no scale" : "no center") +
+                   (training ? ", training" : ", inference"));
+      const Tensor y_gpu = gpu_layer(on_gpu(x), {.training = training});
+      EXPECT_TRUE(y_gpu.device() == kGpu);
+      EXPECT_TRUE(matches(y_gpu, cpu_layer(x, {.training = training}), tolerance_for(kFloat32)));
+    }
+  }
+}
+
 TEST(GpuBatchNormTest, ErrorsNameTheProblem) {
   MIXPREC_REQUIRE_GPU();
   const Tensor x = on_gpu(sample({4, 3}, -1, 1, DType::float32, 1));
