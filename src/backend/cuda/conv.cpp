@@ -15,6 +15,7 @@
 #include "backend/cuda/cast.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/host_waits.h"
 #include "core/tensor_impl.h"
 #include "mixprec/cuda.h"
 #include "mixprec/error.h"
@@ -376,6 +377,7 @@ Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffer
       }
     } else if (k.pass == ConvPass::forward) {
       check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count), "MaxCount");
+      if (timed) count_host_wait();  // the search runs and waits for each candidate
       std::vector<cudnnConvolutionFwdAlgoPerf_t> r(static_cast<std::size_t>(max_count));
       check_cudnn(timed ? cudnnFindConvolutionForwardAlgorithmEx(
                               handle, p.x, buffers.x, p.w, buffers.w, p.conv, p.y,
@@ -391,6 +393,7 @@ Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffer
       });
     } else if (k.pass == ConvPass::backward_data) {
       check_cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count), "MaxCount");
+      if (timed) count_host_wait();  // the search runs and waits for each candidate
       std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(static_cast<std::size_t>(max_count));
       check_cudnn(timed ? cudnnFindConvolutionBackwardDataAlgorithmEx(
                               handle, p.w, buffers.w, p.y, buffers.y, p.conv, p.x,
@@ -407,6 +410,7 @@ Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffer
     } else {
       check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count),
                   "MaxCount");
+      if (timed) count_host_wait();  // the search runs and waits for each candidate
       std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(static_cast<std::size_t>(max_count));
       check_cudnn(timed ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
                               handle, p.x, buffers.x, p.y, buffers.y, p.conv, p.w,
