@@ -425,6 +425,11 @@ for bench, is_mine in (("mlp", lambda m: m == "mlp"), ("cnn", lambda m: m != "ml
         "torch": "eager: torch.autocast (+ GradScaler for float16), parameters float32; compile: "
                  "torch.compile(forward + loss, dynamic=False), backward and the optimizer eager; "
                  "CNNs channels_last with cudnn.benchmark and fused Adam",
+        "host_syncs_per_step": "mixprec GPU rows: mixprec::cuda::host_synchronizations() (the "
+                               "host's waits for the GPU: stream or event synchronisations, "
+                               "blocking copies) over the timed steps / steps; the step is "
+                               "train_on_batch, which returns the loss as a host number, so one "
+                               "device-to-host readback per step is part of it",
         "max_batch_size": "largest batch that trained 2 steps (torch eager) or 1 warmup + 1 step "
                           "(mixprec); the search doubles, then bisects to within max(8, 1/16)",
     }

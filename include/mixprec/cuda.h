@@ -4,6 +4,8 @@
 // GPU there: device_count() is 0).
 #pragma once
 
+#include <cstdint>
+
 #include "mixprec/device.h"
 
 #pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
@@ -20,6 +22,14 @@ bool is_available();  // device_count() > 0
 // asynchronously: host timers around GPU work need this. Throws DeviceError for a device that does
 // not exist.
 void synchronize(Device device = Device::cuda());
+
+// Times the host has waited for a CUDA GPU (a stream or event synchronisation, a blocking copy)
+// since the process started; 0 in a build without the CUDA backend or without a GPU. Every wait
+// counts once, those the program's own data needs included (Tensor::to(Device::cpu()) of a GPU
+// tensor, a loss read as a host number), on every thread (fit's background prefetcher too).
+// Read it before and after a piece of work to see how often that work stalls on the GPU. Never
+// throws; thread-safe.
+std::int64_t host_synchronizations();
 
 // TensorFloat-32 for float32 matmuls (tensor cores; inputs rounded to a 10-bit significand, float32
 // accumulation), as tf.config.experimental.enable_tensor_float_32_execution. Off by default here

@@ -28,6 +28,11 @@ struct DeviceRuntime {
   // A copy of src on `target`, where one of src's device and target is this backend's device and
   // the other the CPU (a device move; ordered with the device's queued work).
   Tensor (*transfer)(const Tensor& src, Device target);
+
+  // Times the host has waited for a device of this kind since the process started (a stream or
+  // event synchronisation, a blocking copy): mixprec::cuda::host_synchronizations(). Always 0 for
+  // the CPU, whose work runs on the calling thread.
+  std::int64_t (*host_synchronizations)();
 };
 
 }  // namespace mixprec

@@ -33,6 +33,11 @@ bool is_available() { return device_count() > 0; }
 
 void synchronize(Device device) { backend_for(device).runtime->synchronize(device); }
 
+std::int64_t host_synchronizations() {
+  const Backend* backend = find_backend(DeviceType::cuda);
+  return backend == nullptr ? 0 : backend->runtime->host_synchronizations();
+}
+
 void enable_tensor_float_32_execution(bool enabled) { tf32_flag().store(enabled); }
 bool tensor_float_32_execution_enabled() { return tf32_flag().load(); }
 

@@ -3,15 +3,22 @@
 // for bit), NaN rows for out-of-range indices (the CPU throws instead), the Dropout mask bit for
 // bit for a seed (forward and backward), and sparse categorical crossentropy within float32
 // tolerance.
+// The count of host waits, cuda::host_synchronizations(): cuda::synchronize() is exactly one,
+// queued elementwise work and an upload after the GPU finished its work are none, a readback at
+// least one per staging chunk; a fit epoch's waits do not grow with its steps beyond the
+// prefetcher's one per batch (its producer thread waits for a staging buffer to be free).
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/dropout.h"
+#include "backend/cuda/transfer.h"
 #include "core/counter_hash.h"
 #include "gpu/gpu_support.h"
+#include "mixprec/applications.h"
 #include "support/policy_guard.h"
 
 namespace mixprec::testing {
@@ -172,6 +179,101 @@ TEST(SyncsGpuTest, SparseCategoricalCrossentropyMatchesTheCpu) {
   const double value =
       on_cpu(losses::SparseCategoricalCrossentropy()(on_gpu(bad), pred)).to_vector<double>()[0];
   EXPECT_TRUE(std::isnan(value)) << value;
+}
+
+// ---- the count of host waits ----
+
+// The host waits `work` makes, by the process-wide count.
+template <typename Work>
+std::int64_t waits_of(Work&& work) {
+  const std::int64_t before = cuda::host_synchronizations();
+  work();
+  return cuda::host_synchronizations() - before;
+}
+
+TEST(HostSynchronizationsGpuTest, SynchronizeIsExactlyOneWait) {
+  MIXPREC_REQUIRE_GPU();
+  const Tensor x = on_gpu(sample({1 << 20}, -1.0, 1.0, kFloat32, 5));
+  Tensor y;
+  // Elementwise work is queued on the compute stream: no wait.
+  EXPECT_EQ(waits_of([&] { y = x * x + x; }), 0);
+  // One wait for both streams, with work queued and on an idle GPU.
+  EXPECT_EQ(waits_of([] { cuda::synchronize(kGpu); }), 1);
+  EXPECT_EQ(waits_of([] { cuda::synchronize(); }), 1);
+  EXPECT_EQ(y.device(), kGpu);
+}
+
+TEST(HostSynchronizationsGpuTest, AReadbackWaitsAnUploadDoesNot) {
+  MIXPREC_REQUIRE_GPU();
+  const Tensor host = sample({1000}, -1.0, 1.0, kFloat32, 6);
+  const Tensor gpu = on_gpu(host);
+  Tensor back;
+  EXPECT_GE(waits_of([&] { back = gpu.to(Device::cpu()); }), 1);
+  EXPECT_EQ(back.to_vector<float>(), host.to_vector<float>());
+  // 2.5 staging chunks: the host waits for each chunk before it copies it out.
+  const auto n = static_cast<std::int64_t>(5 * cuda::detail::kStagingChunkBytes / 2 / 4);
+  const Tensor big = zeros({n}, {.device = kGpu});
+  EXPECT_GE(waits_of([&] { back = big.to(Device::cpu()); }), 3);
+  // After the GPU finished its work every staging chunk is free: an upload queues its copy
+  // without waiting.
+  cuda::synchronize(kGpu);
+  EXPECT_EQ(waits_of([&] { back = host.to(kGpu); }), 0);
+}
+
+constexpr std::int64_t kFitBatch = 32, kFitFeatures = 64, kFitClasses = 4;
+
+// A 64-32-4 MLP on the GPU under the global policy, compiled with Adam.
+Model tiny_mlp() {
+  set_seed(3);
+  clear_session();
+  DeviceScope on(kGpu);
+  Model model = applications::mlp(
+      {.units = 32, .hidden_layers = 1, .input_features = kFitFeatures, .classes = kFitClasses});
+  model.compile({.optimizer = optimizers::Adam({.learning_rate = 1e-3}),
+                 .loss = std::string("sparse_categorical_crossentropy"),
+                 .metrics = {std::string("accuracy")}});
+  return model;
+}
+
+// The host waits of one silent, unshuffled fit epoch of `steps` batches of synthetic data (on the
+// CPU, where datasets live: fit's producer thread stages each batch to the GPU).
+std::int64_t fit_epoch_waits(Model& model, std::int64_t steps) {
+  const std::int64_t n = steps * kFitBatch;
+  const Tensor x = sample({n, kFitFeatures}, 0.0, 1.0, kFloat32, 8);
+  std::vector<std::int64_t> labels(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    labels[i] = static_cast<std::int64_t>((i * 5 + 1) % kFitClasses);
+  }
+  const Tensor y = from_vector(labels, {n});
+  return waits_of([&] {
+    model.fit(
+        x, y,
+        {.batch_size = kFitBatch, .epochs = 1, .verbose = Verbosity::silent, .shuffle = false});
+  });
+}
+
+// A training step queues its work and reads nothing back (loss, metrics and the loss scale stay on
+// the device until the epoch ends), so an epoch of 16 steps waits no more than one of 4 steps,
+// except for the prefetcher's producer thread: it refills a staging buffer only after the buffer's
+// last copy finished, one wait per batch (data/prefetch.cpp), never on the training thread. So 12
+// more steps make at most 12 more waits; the epoch-end reads are the same for both.
+TEST(HostSynchronizationsGpuTest, AFitEpochDoesNotWaitPerStepBeyondItsProducer) {
+  MIXPREC_REQUIRE_GPU();
+  PolicyGuard restore_policy;
+  for (const char* policy : {"float32", "mixed_float16"}) {
+    SCOPED_TRACE(policy);
+    mixed_precision::set_global_policy(mixed_precision::Policy(policy));
+    Model model = tiny_mlp();
+    (void)fit_epoch_waits(model, 16);  // first use: plans, staging buffers, allocations
+    const std::int64_t four = fit_epoch_waits(model, 4);
+    const std::int64_t sixteen = fit_epoch_waits(model, 16);
+    std::printf("[ host waits ] %s fit epoch: 4 steps %lld, 16 steps %lld\n", policy,
+                static_cast<long long>(four), static_cast<long long>(sixteen));
+    EXPECT_GE(sixteen, four);
+    EXPECT_LE(sixteen - four, 16 - 4)
+        << policy << ": an epoch of 4 steps waits " << four << " times, one of 16 steps " << sixteen
+        << ": the training step waits for the GPU";
+  }
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // (scripts/bench-cpu-mlp.sh merges them). The step is Model::train_on_batch: forward, loss,
 // backward, loss scaling under mixed_float16, optimizer update, on one batch prepared up front
 // (for the image models: synthetic images after the model's preprocessing, data/synthetic.h).
-// mlp rows carry TFLOP/s; image-model rows do not (their FLOPs are not counted).
+// mlp rows carry TFLOP/s; image-model rows do not (their FLOPs are not counted). Rows of a model on
+// a GPU carry host_syncs_per_step (cuda::host_synchronizations() over the timed steps / steps,
+// train_on_batch's loss readback included); CPU rows leave it out (no GPU to wait for).
 #include <omp.h>
 
 #include <algorithm>
@@ -40,6 +42,10 @@ struct TimedSteps {
   std::int64_t peak_memory_bytes = 0;
   std::int64_t skipped_steps = 0;
   std::int64_t params = 0;
+  // A model on a GPU: the host's waits for the GPU over the timed steps / steps
+  // (cuda::host_synchronizations()); train_on_batch's loss readback is one of them. Not set for
+  // the CPU, which has no GPU to wait for.
+  std::optional<double> host_syncs_per_step;
 };
 
 // Compiles `model`, runs `warmup` untimed and `steps` timed train_on_batch steps on (x, y).
@@ -56,6 +62,7 @@ TimedSteps time_steps(Model& model, const BenchOptions& options, const std::stri
   reset_peak_memory_stats(device);
   for (int i = 0; i < options.warmup; ++i) model.train_on_batch(x_here, y_here);
   TimedSteps out;
+  const std::int64_t syncs_before = cuda::host_synchronizations();
   for (int i = 0; i < options.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
     model.train_on_batch(x_here,
@@ -63,6 +70,10 @@ TimedSteps time_steps(Model& model, const BenchOptions& options, const std::stri
     out.step_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
+  }
+  if (device.is_cuda()) {
+    out.host_syncs_per_step =
+        static_cast<double>(cuda::host_synchronizations() - syncs_before) / options.steps;
   }
   out.peak_memory_bytes = memory_stats(device).peak_bytes;
   if (const auto scaler = mixed_precision::as_loss_scale_optimizer(model.optimizer())) {
@@ -84,7 +95,16 @@ nlohmann::ordered_json result_row(const TrainOptions& train, std::int64_t batch_
   if (tflops) row["tflops"] = *tflops;
   row["peak_memory_bytes"] = t.peak_memory_bytes;
   row["skipped_steps"] = t.skipped_steps;
+  if (t.host_syncs_per_step) row["host_syncs_per_step"] = *t.host_syncs_per_step;
   return row;
+}
+
+// "  host syncs/step N" after a GPU row's printed line; nothing for the CPU.
+std::string syncs_text(const TimedSteps& t) {
+  if (!t.host_syncs_per_step) return "";
+  char text[48];
+  std::snprintf(text, sizeof(text), "  host syncs/step %.2f", *t.host_syncs_per_step);
+  return text;
 }
 
 void write_document(const BenchOptions& options, const Invocation& invocation,
@@ -139,9 +159,9 @@ void bench_mlp(const BenchOptions& options, const Invocation& invocation, const 
   const double samples_per_s = static_cast<double>(config.batch_size) / seconds;
   const double tflops = flops / seconds / 1e12;
   std::printf(
-      "%-14s %-15s batch %5lld  median %8.2f ms  %10.0f samples/s  %6.3f TFLOP/s  peak %s\n",
+      "%-14s %-15s batch %5lld  median %8.2f ms  %10.0f samples/s  %6.3f TFLOP/s  peak %s%s\n",
       "mixprec", train.policy.c_str(), static_cast<long long>(config.batch_size), s.median_ms,
-      samples_per_s, tflops, format_bytes(t.peak_memory_bytes).c_str());
+      samples_per_s, tflops, format_bytes(t.peak_memory_bytes).c_str(), syncs_text(t).c_str());
   if (options.json_path.empty()) return;
   write_document(options, invocation, config,
                  {{"model", train.model},
@@ -238,10 +258,11 @@ void bench_images(const BenchOptions& options, const Invocation& invocation, Run
 
   const StepStats s = step_stats(t.step_ms);
   const double samples_per_s = static_cast<double>(config.batch_size) / (s.median_ms / 1e3);
-  std::printf("%-14s %-15s %s %s  batch %5lld  median %8.2f ms  %10.1f images/s  peak %s\n",
+  std::printf("%-14s %-15s %s %s  batch %5lld  median %8.2f ms  %10.1f images/s  peak %s%s\n",
               "mixprec", train.policy.c_str(), train.model.c_str(),
               model_shape_text(config, shape).c_str(), static_cast<long long>(config.batch_size),
-              s.median_ms, samples_per_s, format_bytes(t.peak_memory_bytes).c_str());
+              s.median_ms, samples_per_s, format_bytes(t.peak_memory_bytes).c_str(),
+              syncs_text(t).c_str());
   if (options.json_path.empty()) return;
   write_document(options, invocation, config,
                  {{"model", train.model},

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/caching_allocator.h"
 #include "backend/cuda/context.h"
+#include "backend/cuda/host_waits.h"
 #include "core/allocator.h"
 #include "mixprec/error.h"
 #include "mixprec/memory.h"
@@ -51,6 +52,7 @@ BlockPool* pool(int index, bool create) {
     raw.release = [index](void* ptr) {
       DeviceGuard guard(index);
       // cudaFree synchronises the device, so no queued work can still use the segment.
+      count_host_wait();
       (void)cudaFree(ptr);
     };
     slot = std::make_unique<BlockPool>(std::move(raw));

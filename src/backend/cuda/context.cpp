@@ -7,6 +7,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backend/cuda/host_waits.h"
 #include "backend/cuda/kernels/launch.h"
 #include "mixprec/error.h"
 
@@ -138,6 +139,7 @@ void synchronize_device(Device device) {
   const int index = require_device(device);
   DeviceContext& ctx = context(index);
   DeviceGuard guard(index);
+  count_host_wait();  // one wait, for both streams
   check(cudaStreamSynchronize(ctx.copy), "synchronizing the copy stream");
   check(cudaStreamSynchronize(ctx.compute), "synchronizing the compute stream");
 }

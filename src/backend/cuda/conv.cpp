@@ -15,6 +15,7 @@
 #include "backend/cuda/cast.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/host_waits.h"
 #include "core/tensor_impl.h"
 #include "mixprec/cuda.h"
 #include "mixprec/error.h"
@@ -296,6 +297,81 @@ void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key,
   }
 }
 
+// The one candidate of a convolution fused with its bias: cudnnConvolutionBiasActivationForward
+// runs the identity activation with IMPLICIT_PRECOMP_GEMM only (cuDNN's documentation).
+void add_fused_candidate(cudnnHandle_t handle, const ConvPlanKey& k, cudnnDataType_t dt, int c,
+                         Plan& p) {
+  check_cudnn(cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor(bias)");
+  check_cudnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NHWC, dt, 1, c, 1, 1),
+              "cudnnSetTensor4dDescriptor(bias)");
+  check_cudnn(cudnnCreateActivationDescriptor(&p.activation), "cudnnCreateActivationDescriptor");
+  check_cudnn(cudnnSetActivationDescriptor(p.activation, CUDNN_ACTIVATION_IDENTITY,
+                                           CUDNN_PROPAGATE_NAN, 0.0),
+              "cudnnSetActivationDescriptor");
+  const auto algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  std::size_t bytes = 0;
+  if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, algo, &bytes) ==
+          CUDNN_STATUS_SUCCESS &&
+      bytes <= detail::kMaxConvWorkspace) {
+    p.candidates.push_back(Candidate{static_cast<int>(algo), math_of(k.math), bytes});
+  }
+}
+
+// The candidates of a forward, backward-data or backward-filter pass: cuDNN's timed search
+// (cudnnFind*AlgorithmEx, which runs every algorithm on `buffers` and waits for each: one host
+// wait counted) or its heuristic (cudnnGet*Algorithm_v7), filtered by choose().
+void search_algorithms(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffers,
+                       bool timed, void* scratch, std::size_t scratch_bytes, Plan& p) {
+  int max_count = 0, returned = 0;
+  if (timed) count_host_wait();
+  if (k.pass == ConvPass::forward) {
+    check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count), "MaxCount");
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+    check_cudnn(timed ? cudnnFindConvolutionForwardAlgorithmEx(
+                            handle, p.x, buffers.x, p.w, buffers.w, p.conv, p.y,
+                            const_cast<void*>(buffers.y), max_count, &returned, r.data(), scratch,
+                            scratch_bytes)
+                      : cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y,
+                                                               max_count, &returned, r.data()),
+                "choosing a cuDNN forward convolution algorithm");
+    choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+      return cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y,
+                                                     static_cast<cudnnConvolutionFwdAlgo_t>(algo),
+                                                     &bytes) == CUDNN_STATUS_SUCCESS;
+    });
+  } else if (k.pass == ConvPass::backward_data) {
+    check_cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count), "MaxCount");
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+    check_cudnn(timed ? cudnnFindConvolutionBackwardDataAlgorithmEx(
+                            handle, p.w, buffers.w, p.y, buffers.y, p.conv, p.x,
+                            const_cast<void*>(buffers.x), max_count, &returned, r.data(), scratch,
+                            scratch_bytes)
+                      : cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, p.w, p.y, p.conv, p.x,
+                                                                    max_count, &returned, r.data()),
+                "choosing a cuDNN backward-data convolution algorithm");
+    choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(
+                 handle, p.w, p.y, p.conv, p.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo),
+                 &bytes) == CUDNN_STATUS_SUCCESS;
+    });
+  } else {
+    check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count), "MaxCount");
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+    check_cudnn(timed ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                            handle, p.x, buffers.x, p.y, buffers.y, p.conv, p.w,
+                            const_cast<void*>(buffers.w), max_count, &returned, r.data(), scratch,
+                            scratch_bytes)
+                      : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                            handle, p.x, p.y, p.conv, p.w, max_count, &returned, r.data()),
+                "choosing a cuDNN backward-filter convolution algorithm");
+    choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                 handle, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
+                 &bytes) == CUDNN_STATUS_SUCCESS;
+    });
+  }
+}
+
 Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffers, Device device) {
   Plan p;
   const cudnnDataType_t dt = data_type(k.dtype);
@@ -355,72 +431,10 @@ Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffer
     if (scratch != nullptr) deallocate(device, scratch, scratch_bytes);
   };
   try {
-    int max_count = 0, returned = 0;
     if (k.pass == ConvPass::forward_bias) {
-      // cudnnConvolutionBiasActivationForward runs the identity activation with
-      // IMPLICIT_PRECOMP_GEMM only (cuDNN's documentation): one candidate.
-      check_cudnn(cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor(bias)");
-      check_cudnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NHWC, dt, 1, c, 1, 1),
-                  "cudnnSetTensor4dDescriptor(bias)");
-      check_cudnn(cudnnCreateActivationDescriptor(&p.activation),
-                  "cudnnCreateActivationDescriptor");
-      check_cudnn(cudnnSetActivationDescriptor(p.activation, CUDNN_ACTIVATION_IDENTITY,
-                                               CUDNN_PROPAGATE_NAN, 0.0),
-                  "cudnnSetActivationDescriptor");
-      const auto algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-      std::size_t bytes = 0;
-      if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, algo, &bytes) ==
-              CUDNN_STATUS_SUCCESS &&
-          bytes <= detail::kMaxConvWorkspace) {
-        p.candidates.push_back(Candidate{static_cast<int>(algo), math_of(k.math), bytes});
-      }
-    } else if (k.pass == ConvPass::forward) {
-      check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count), "MaxCount");
-      std::vector<cudnnConvolutionFwdAlgoPerf_t> r(static_cast<std::size_t>(max_count));
-      check_cudnn(timed ? cudnnFindConvolutionForwardAlgorithmEx(
-                              handle, p.x, buffers.x, p.w, buffers.w, p.conv, p.y,
-                              const_cast<void*>(buffers.y), max_count, &returned, r.data(), scratch,
-                              scratch_bytes)
-                        : cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y,
-                                                                 max_count, &returned, r.data()),
-                  "choosing a cuDNN forward convolution algorithm");
-      choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
-        return cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y,
-                                                       static_cast<cudnnConvolutionFwdAlgo_t>(algo),
-                                                       &bytes) == CUDNN_STATUS_SUCCESS;
-      });
-    } else if (k.pass == ConvPass::backward_data) {
-      check_cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count), "MaxCount");
-      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(static_cast<std::size_t>(max_count));
-      check_cudnn(timed ? cudnnFindConvolutionBackwardDataAlgorithmEx(
-                              handle, p.w, buffers.w, p.y, buffers.y, p.conv, p.x,
-                              const_cast<void*>(buffers.x), max_count, &returned, r.data(), scratch,
-                              scratch_bytes)
-                        : cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                              handle, p.w, p.y, p.conv, p.x, max_count, &returned, r.data()),
-                  "choosing a cuDNN backward-data convolution algorithm");
-      choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(
-                   handle, p.w, p.y, p.conv, p.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo),
-                   &bytes) == CUDNN_STATUS_SUCCESS;
-      });
+      add_fused_candidate(handle, k, dt, c, p);
     } else {
-      check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count),
-                  "MaxCount");
-      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(static_cast<std::size_t>(max_count));
-      check_cudnn(timed ? cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                              handle, p.x, buffers.x, p.y, buffers.y, p.conv, p.w,
-                              const_cast<void*>(buffers.w), max_count, &returned, r.data(), scratch,
-                              scratch_bytes)
-                        : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                              handle, p.x, p.y, p.conv, p.w, max_count, &returned, r.data()),
-                  "choosing a cuDNN backward-filter convolution algorithm");
-      choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                   handle, p.x, p.y, p.conv, p.w,
-                   static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
-                   &bytes) == CUDNN_STATUS_SUCCESS;
-      });
+      search_algorithms(handle, k, buffers, timed, scratch, scratch_bytes, p);
     }
   } catch (...) {
     release();

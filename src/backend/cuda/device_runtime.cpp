@@ -4,6 +4,7 @@
 
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/context.h"
+#include "backend/cuda/host_waits.h"
 #include "backend/cuda/transfer.h"
 
 namespace mixprec::cuda {
@@ -25,6 +26,7 @@ const DeviceRuntime kDeviceRuntime{.device_count = visible_device_count,
                                    .deallocate = deallocate,
                                    .cached_bytes = cached_bytes,
                                    .empty_cache = empty_cache,
-                                   .transfer = to_device};
+                                   .transfer = to_device,
+                                   .host_synchronizations = host_waits};
 
 }  // namespace mixprec::cuda

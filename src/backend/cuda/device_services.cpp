@@ -9,13 +9,17 @@
 
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/context.h"
+#include "backend/cuda/host_waits.h"
 #include "mixprec/error.h"
 
 namespace mixprec::cuda {
 
 namespace {
 
-void free_staging(std::byte* data, std::size_t) noexcept { (void)cudaFreeHost(data); }
+void free_staging(std::byte* data, std::size_t) noexcept {
+  count_host_wait();  // cudaFreeHost synchronises the device
+  (void)cudaFreeHost(data);
+}
 
 StagingBuffer allocate_staging(std::size_t bytes) {
   void* data = nullptr;
@@ -101,6 +105,7 @@ void wait_event(Stream waiter, const EventState& event) {
 void synchronize_event(const EventState& event) {
   const CudaEvent& e = cuda_event(event);
   DeviceGuard guard(e.index());
+  count_host_wait();
   check(cudaEventSynchronize(e.event()), "cudaEventSynchronize");
 }
 

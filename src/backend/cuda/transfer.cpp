@@ -8,6 +8,7 @@
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
+#include "backend/cuda/host_waits.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 
@@ -117,6 +118,7 @@ Chunk& take_chunk(Staging& st) {
   if (step.action == detail::StagingAction::grow) {
     st.ring.insert(st.ring.begin() + static_cast<std::ptrdiff_t>(step.slot), make_chunk());
   } else if (step.action == detail::StagingAction::wait) {
+    count_host_wait();
     check(cudaEventSynchronize(st.ring[step.slot].done), "waiting for a staging buffer");
   }
   st.next = step.next;
@@ -161,6 +163,7 @@ void copy_device_to_host(Device device, void* dst, const void* src, std::size_t 
   const auto drain = [&](std::size_t c) {
     const int b = static_cast<int>(c % 2);
     const std::size_t offset = c * kStagingChunkBytes;
+    count_host_wait();
     check(cudaEventSynchronize(st.readback[b].done), "waiting for a device to host copy");
     std::memcpy(to + offset, st.readback[b].buffer, std::min(kStagingChunkBytes, bytes - offset));
   };
@@ -207,6 +210,7 @@ Tensor to_device(const Tensor& src, Device target) {
     check(cudaMemcpyPeerAsync(out.data_ptr(), target.index, dev.data_ptr(), from.index,
                               out.nbytes(), ctx.compute),
           "cudaMemcpyPeerAsync");
+    count_host_wait();
     check(cudaStreamSynchronize(ctx.compute), "waiting for a GPU to GPU copy");
   }
   return out;
