@@ -168,16 +168,15 @@ def main():
     mixprec, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     try:
         import numpy  # noqa: F401
-        import safetensors  # noqa: F401
-        import tensorboard  # noqa: F401
+        import safetensors
+        import tensorboard
     except ImportError as e:
         print("python_interop: skipped, a package is missing: %s" % e)
         return 77
     os.makedirs(work, exist_ok=True)
     report, failed = {"tensorboard": None, "safetensors": None}, False
-    import safetensors as st_module
-    import tensorboard as tb_module
-    report["versions"] = {"tensorboard": tb_module.__version__, "safetensors": st_module.__version__}
+    report["versions"] = {"tensorboard": tensorboard.__version__,
+                          "safetensors": safetensors.__version__}
     metrics = train(mixprec, work)
     for name, check in (("tensorboard", lambda: check_event_accumulator(work, metrics)),
                         ("safetensors", lambda: check_safetensors(mixprec, work))):

@@ -191,11 +191,6 @@ bool epilogue_adds_bias(Epilogue epilogue) {
          epilogue == Epilogue::gelu_tanh_bias || epilogue == Epilogue::gelu_tanh_aux_bias;
 }
 
-bool epilogue_applies_gelu(Epilogue epilogue) {
-  return epilogue == Epilogue::gelu_tanh || epilogue == Epilogue::gelu_tanh_bias ||
-         epilogue == Epilogue::gelu_tanh_aux || epilogue == Epilogue::gelu_tanh_aux_bias;
-}
-
 bool epilogue_keeps_aux(Epilogue epilogue) {
   return epilogue == Epilogue::gelu_tanh_aux_bias || epilogue == Epilogue::gelu_tanh_aux;
 }
@@ -355,7 +350,7 @@ EpilogueResult matmul_epilogue(const Tensor& a, const Tensor& b, Transpose ta, T
   // ulps and up to 18 bfloat16 ulps from the once-rounded value), so that product goes the
   // unfused way, which keeps float32 until its one rounding (DESIGN §2). By design, not a
   // fallback.
-  if (is_16bit_float(out_dtype) && epilogue_applies_gelu(epilogue)) {
+  if (is_16bit_float(out_dtype) && epilogue_activation(epilogue) == UnaryOp::gelu_tanh) {
     return unfused_epilogue(a, b, ta, tb, out_dtype, epilogue, bias);
   }
   // Empty products (no rows, columns or inner extent) and float64 go the unfused way.

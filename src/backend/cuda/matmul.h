@@ -51,7 +51,6 @@ Tensor matmul(const Tensor& a, const Tensor& b, Transpose ta, Transpose tb);
 // The Epilogue vocabulary and EpilogueResult are the backends' (backend/nn_kernels.h).
 bool epilogue_adds_bias(Epilogue epilogue);
 bool epilogue_keeps_aux(Epilogue epilogue);
-bool epilogue_applies_gelu(Epilogue epilogue);  // GELU, GELU_BIAS, GELU_AUX, GELU_AUX_BIAS
 
 // The product with an epilogue. Rank-2 operands only (Dense folds its batch axes into M), the same
 // floating dtype on one CUDA device, out_dtype as for matmul (float32 accumulation). `bias`: (N,)
