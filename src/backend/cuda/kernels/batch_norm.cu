@@ -1,6 +1,11 @@
 // Batch-normalization kernels (see batch_norm.h). Per-channel sums in two deterministic steps:
-// partial sums by (part, channel) threads in the statistics type P, then one thread per channel
-// adding the parts in double in a fixed order. The elementwise kernels compute in P and round once.
+// partial sums by (part, channel) threads in the statistics type P, then one warp per channel
+// adding the parts in double in a fixed order: lane l adds parts l, l + 32, l + 64, ... in turn,
+// then a butterfly of __shfl_xor_sync over lane distances 16, 8, 4, 2, 1 adds the 32 lane sums.
+// At each butterfly step lanes l and l ^ d add the same two values (a + b and b + a: the same bits,
+// IEEE addition commutes), so every lane ends with the same total, and the order depends only on
+// (parts, channels): the same bits on every run, no atomics. The elementwise kernels compute in P
+// and round once.
 #include "backend/cuda/batch_norm.h"
 #include "backend/cuda/kernels/common.cuh"
 
@@ -43,39 +48,60 @@ __global__ void partial_sums_kernel(Sums what, const T* __restrict__ x, const T*
   if (what == Sums::gradient) partials[width + t] = s1;
 }
 
-// The total of quantity q for channel c, in double, parts in order.
+// The finishing kernels run one warp per channel: kChannelsPerBlock channels per kThreads block.
+constexpr int kWarp = 32;
+static_assert(kThreads % kWarp == 0, "whole warps per block: a warp never spans two channels");
+constexpr int kChannelsPerBlock = kThreads / kWarp;
+
+// This warp's channel (the same for all its lanes, so a warp returns as a whole) and lane.
+__device__ __forceinline__ std::int64_t warp_channel() { return global_thread() / kWarp; }
+__device__ __forceinline__ int warp_lane() { return static_cast<int>(threadIdx.x % kWarp); }
+
+// The total of quantity q for channel c, in double, in the fixed order of the header comment.
+// Called by all 32 lanes of the warp of channel c; every lane returns the same bits.
 template <typename P>
 __device__ double channel_total(const P* partials, std::int64_t parts, std::int64_t channels, int q,
                                 std::int64_t c) {
   const P* base = partials + q * parts * channels + c;
   double s = 0.0;
-  for (std::int64_t p = 0; p < parts; ++p) s += static_cast<double>(base[p * channels]);
+  // Unrolled: several loads in flight per lane; the additions stay in the order p, p + 32, ...
+#pragma unroll 4
+  for (std::int64_t p = warp_lane(); p < parts; p += kWarp) {
+    s += static_cast<double>(base[p * channels]);
+  }
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d /= 2) s += __shfl_xor_sync(0xffffffffu, s, d);
   return s;
 }
 
 template <typename P>
 __global__ void mean_kernel(const P* __restrict__ partials, std::int64_t parts,
                             std::int64_t channels, std::int64_t rows, P* __restrict__ mean) {
-  const std::int64_t c = global_thread();
-  if (c >= channels) return;
-  mean[c] = static_cast<P>(channel_total(partials, parts, channels, 0, c) / double(rows));
+  const std::int64_t c = warp_channel();
+  if (c >= channels) return;  // the whole warp
+  const P m = static_cast<P>(channel_total(partials, parts, channels, 0, c) / double(rows));
+  if (warp_lane() == 0) mean[c] = m;
 }
 
 // partials null: variance given; else variance = total / rows. scale = gamma / sqrt(var + eps),
 // as the CPU: inv = 1 / sqrt(var + eps) in P, then inv * gamma.
+// One warp per channel; lane 0 writes.
 template <typename P>
 __global__ void scale_kernel(const P* __restrict__ partials, std::int64_t parts,
                              std::int64_t channels, std::int64_t rows, P* __restrict__ variance,
                              const P* __restrict__ gamma, P epsilon, P* __restrict__ scale) {
-  const std::int64_t c = global_thread();
-  if (c >= channels) return;
-  P var = variance[c];
-  if (partials != nullptr) {
+  const std::int64_t c = warp_channel();
+  if (c >= channels) return;  // the whole warp
+  const bool writer = warp_lane() == 0;
+  P var;
+  if (partials != nullptr) {  // the same for the whole grid: every lane reaches the shuffles
     var = static_cast<P>(channel_total(partials, parts, channels, 0, c) / double(rows));
-    variance[c] = var;
+    if (writer) variance[c] = var;
+  } else {
+    var = variance[c];
   }
   const P inv = P(1) / sqrt(var + epsilon);
-  scale[c] = inv * gamma[c];
+  if (writer) scale[c] = inv * gamma[c];
 }
 
 // I: the index type, 32-bit when the tensor allows (the per-element channel modulo is most of
@@ -93,6 +119,7 @@ __global__ void normalize_kernel(const T* __restrict__ x, const compute_t<T>* __
 }
 
 // coefficients: k (C), a (C), b (C) of dx = k (dy - a - (x - mean) b); the formulas of the CPU.
+// One warp per channel; lane 0 writes.
 template <typename P>
 __global__ void backward_coefficients_kernel(const P* __restrict__ partials, std::int64_t parts,
                                              std::int64_t channels, std::int64_t rows,
@@ -100,10 +127,11 @@ __global__ void backward_coefficients_kernel(const P* __restrict__ partials, std
                                              const P* __restrict__ gamma, P epsilon,
                                              bool batch_statistics, P* __restrict__ coefficients,
                                              P* __restrict__ dgamma, P* __restrict__ dbeta) {
-  const std::int64_t c = global_thread();
-  if (c >= channels) return;
+  const std::int64_t c = warp_channel();
+  if (c >= channels) return;  // the whole warp
   const double sum_g = channel_total(partials, parts, channels, 0, c);
   const double sum_gx = channel_total(partials, parts, channels, 1, c);
+  if (warp_lane() != 0) return;  // after the shuffles
   const P inv_std = P(1) / sqrt(variance[c] + epsilon);
   const double inv = inv_std;
   dbeta[c] = static_cast<P>(sum_g);
@@ -137,6 +165,11 @@ unsigned blocks_exact(std::int64_t threads) {
   return static_cast<unsigned>((threads + kThreads - 1) / kThreads);
 }
 
+// The finishing kernels' grid: one warp per channel.
+unsigned blocks_per_channel_warp(std::int64_t channels) {
+  return static_cast<unsigned>((channels + kChannelsPerBlock - 1) / kChannelsPerBlock);
+}
+
 }  // namespace
 
 std::int64_t batch_norm_parts(std::int64_t rows, std::int64_t channels) {
@@ -154,7 +187,7 @@ void batch_norm_mean(DType dtype, const void* x, std::int64_t rows, std::int64_t
         Sums::x, static_cast<const T*>(x), nullptr, nullptr, rows, channels, parts,
         static_cast<P*>(partials));
     check_launch("batch_norm partial sums");
-    mean_kernel<P><<<blocks_exact(channels), kThreads, 0, s>>>(
+    mean_kernel<P><<<blocks_per_channel_warp(channels), kThreads, 0, s>>>(
         static_cast<const P*>(partials), parts, channels, rows, static_cast<P*>(mean));
   });
   check_launch("batch_norm mean");
@@ -170,7 +203,7 @@ void batch_norm_variance(DType dtype, const void* x, const void* mean, const voi
         Sums::squared_deviation, static_cast<const T*>(x), nullptr, static_cast<const P*>(mean),
         rows, channels, parts, static_cast<P*>(partials));
     check_launch("batch_norm partial sums");
-    scale_kernel<P><<<blocks_exact(channels), kThreads, 0, s>>>(
+    scale_kernel<P><<<blocks_per_channel_warp(channels), kThreads, 0, s>>>(
         static_cast<const P*>(partials), parts, channels, rows, static_cast<P*>(variance),
         static_cast<const P*>(gamma), static_cast<P>(epsilon), static_cast<P*>(scale));
   });
@@ -182,7 +215,7 @@ void batch_norm_scale(DType dtype, const void* variance, const void* gamma, doub
   dispatch_floating(dtype, "batch_norm", [&]<typename T>() {
     using P = compute_t<T>;
     // partials == nullptr: the variance is read, never written.
-    scale_kernel<P><<<blocks_exact(channels), kThreads, 0, s>>>(
+    scale_kernel<P><<<blocks_per_channel_warp(channels), kThreads, 0, s>>>(
         nullptr, 0, channels, 0, const_cast<P*>(static_cast<const P*>(variance)),
         static_cast<const P*>(gamma), static_cast<P>(epsilon), static_cast<P*>(scale));
   });
@@ -220,7 +253,7 @@ void batch_norm_backward(DType dtype, const void* dy, const void* x, const void*
         Sums::gradient, static_cast<const T*>(x), static_cast<const T*>(dy),
         static_cast<const P*>(mean), rows, channels, parts, static_cast<P*>(partials));
     check_launch("batch_norm backward partial sums");
-    backward_coefficients_kernel<P><<<blocks_exact(channels), kThreads, 0, s>>>(
+    backward_coefficients_kernel<P><<<blocks_per_channel_warp(channels), kThreads, 0, s>>>(
         static_cast<const P*>(partials), parts, channels, rows, static_cast<const P*>(variance),
         static_cast<const P*>(gamma), static_cast<P>(epsilon), batch_statistics,
         static_cast<P*>(coefficients), static_cast<P*>(dgamma), static_cast<P*>(dbeta));
