@@ -1,11 +1,7 @@
 // Batch-normalization kernels (see batch_norm.h). Per-channel sums in two deterministic steps:
 // partial sums by (part, channel) threads in the statistics type P, then one warp per channel
-// adding the parts in double in a fixed order: lane l adds parts l, l + 32, l + 64, ... in turn,
-// then a butterfly of __shfl_xor_sync over lane distances 16, 8, 4, 2, 1 adds the 32 lane sums.
-// At each butterfly step lanes l and l ^ d add the same two values (a + b and b + a: the same bits,
-// IEEE addition commutes), so every lane ends with the same total, and the order depends only on
-// (parts, channels): the same bits on every run, no atomics. The elementwise kernels compute in P
-// and round once.
+// adding the parts in double in warp_ordered_sum's fixed order (common.cuh): the same bits on every
+// run, no atomics. The elementwise kernels compute in P and round once.
 #include "backend/cuda/batch_norm.h"
 #include "backend/cuda/kernels/common.cuh"
 
@@ -49,29 +45,17 @@ __global__ void partial_sums_kernel(Sums what, const T* __restrict__ x, const T*
 }
 
 // The finishing kernels run one warp per channel: kChannelsPerBlock channels per kThreads block.
-constexpr int kWarp = 32;
-static_assert(kThreads % kWarp == 0, "whole warps per block: a warp never spans two channels");
 constexpr int kChannelsPerBlock = kThreads / kWarp;
 
-// This warp's channel (the same for all its lanes, so a warp returns as a whole) and lane.
+// This warp's channel (the same for all its lanes, so a warp returns as a whole).
 __device__ __forceinline__ std::int64_t warp_channel() { return global_thread() / kWarp; }
-__device__ __forceinline__ int warp_lane() { return static_cast<int>(threadIdx.x % kWarp); }
 
-// The total of quantity q for channel c, in double, in the fixed order of the header comment.
-// Called by all 32 lanes of the warp of channel c; every lane returns the same bits.
+// The total of quantity q for channel c, in double, in warp_ordered_sum's fixed order. Called by
+// all 32 lanes of the warp of channel c; every lane returns the same bits.
 template <typename P>
 __device__ double channel_total(const P* partials, std::int64_t parts, std::int64_t channels, int q,
                                 std::int64_t c) {
-  const P* base = partials + q * parts * channels + c;
-  double s = 0.0;
-  // Unrolled: several loads in flight per lane; the additions stay in the order p, p + 32, ...
-#pragma unroll 4
-  for (std::int64_t p = warp_lane(); p < parts; p += kWarp) {
-    s += static_cast<double>(base[p * channels]);
-  }
-#pragma unroll
-  for (int d = kWarp / 2; d > 0; d /= 2) s += __shfl_xor_sync(0xffffffffu, s, d);
-  return s;
+  return warp_ordered_sum(partials + q * parts * channels + c, parts, channels);
 }
 
 template <typename P>
