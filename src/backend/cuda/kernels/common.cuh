@@ -83,6 +83,12 @@ __device__ __forceinline__ std::int64_t grid_threads() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
+// ---- loop unrolling, spelled as macros so that a host emulation of a kernel can define them away
+// (tests/support/cuda_host_emulation.h) ----
+#define MIXPREC_PRAGMA(text) _Pragma(#text)
+#define MIXPREC_UNROLL(n) MIXPREC_PRAGMA(unroll n)
+#define MIXPREC_UNROLL_ALL MIXPREC_PRAGMA(unroll)
+
 // ---- deterministic sums by one warp ----
 inline constexpr int kWarp = 32;
 static_assert(kThreads % kWarp == 0, "whole warps per block");
