@@ -1,12 +1,11 @@
 // Host-side parts of the CUDA squeeze-and-excitation gate gradient (backend/cuda/channel_gate.h),
-// testable without a GPU: the geometry (channel_geometry's, plus empty tensors and pixels 1), the
-// work split of the two passes, and the operand checks of the entry.
+// testable without a GPU: the work split of the two passes and the operand checks of the entry
+// (the kernels themselves: cuda_channel_gate_emulation_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "backend/channel_geometry.h"
 #include "backend/cuda/channel_gate.h"
 #include "mixprec/mixprec.h"
 #include "support/expect_error.h"
@@ -16,61 +15,6 @@ namespace {
 
 using kernels::channel_gate_plan;
 using kernels::GatePlan;
-
-void expect_geometry(const Shape& full, const Shape& small, std::int64_t groups, std::int64_t rows,
-                     std::int64_t channels) {
-  SCOPED_TRACE(full.to_string() + " against " + small.to_string());
-  const auto g = detail::gate_geometry(full, small);
-  ASSERT_TRUE(g.has_value());
-  EXPECT_EQ(g->groups, groups);
-  EXPECT_EQ(g->rows, rows);
-  EXPECT_EQ(g->channels, channels);
-}
-
-TEST(CudaChannelGatePlanTest, GeometryIsChannelGeometryWhereThatIsDefined) {
-  const std::vector<std::pair<Shape, Shape>> cases = {{{2, 7, 7, 32}, {2, 1, 1, 32}},
-                                                      {{2, 7, 7, 32}, {1, 1, 1, 32}},
-                                                      {{2, 7, 7, 32}, {32}},
-                                                      {{2, 7, 7, 32}, {1, 32}},
-                                                      {{16, 40}, {40}},
-                                                      {{16, 40}, {1, 40}},
-                                                      {{3, 5, 9}, {3, 1, 9}},
-                                                      {{1, 5, 9}, {1, 1, 9}},
-                                                      {{4, 6, 1}, {4, 1, 1}},
-                                                      {{2, 7, 7, 32}, {2, 7, 1, 32}},
-                                                      {{16, 40}, {16, 1}},
-                                                      {{2, 3, 4}, {3, 1, 4}},
-                                                      {{2, 3, 4}, {5}},
-                                                      {{2, 3, 4}, {}},
-                                                      {{5}, {5}}};
-  for (const auto& [full, small] : cases) {
-    SCOPED_TRACE(full.to_string() + " against " + small.to_string());
-    const auto expected = channel_geometry(full, small);
-    const auto got = detail::gate_geometry(full, small);
-    ASSERT_EQ(got.has_value(), expected.has_value());
-    if (!expected) continue;
-    EXPECT_EQ(got->groups, expected->groups);
-    EXPECT_EQ(got->rows, expected->rows);
-    EXPECT_EQ(got->channels, expected->channels);
-  }
-}
-
-TEST(CudaChannelGatePlanTest, GeometryTakesPixelsOneAndEmptyTensors) {
-  // Nothing broadcast: the (N, 1, 1, C) gate against an (N, 1, 1, C) activation, (N, C) alike.
-  expect_geometry({8, 1, 1, 40}, {8, 1, 1, 40}, 8, 1, 40);
-  expect_geometry({8, 40}, {8, 40}, 8, 1, 40);
-  expect_geometry({1, 1, 40}, {40}, 1, 1, 40);
-  // Empty: no pixels (zeros), no groups or no channels (an empty result).
-  expect_geometry({2, 0, 5, 3}, {2, 1, 1, 3}, 2, 0, 3);
-  expect_geometry({0, 4, 4, 3}, {0, 1, 1, 3}, 0, 16, 3);
-  expect_geometry({2, 4, 4, 0}, {2, 1, 1, 0}, 2, 16, 0);
-  expect_geometry({0, 3}, {3}, 1, 0, 3);
-  // Still no per-channel broadcast: a broadcast middle axis of the small operand, a mismatched
-  // channel count or group count.
-  EXPECT_FALSE(detail::gate_geometry({2, 0, 5, 3}, {2, 0, 1, 3}).has_value());
-  EXPECT_FALSE(detail::gate_geometry({2, 4, 4, 3}, {2, 1, 1, 4}).has_value());
-  EXPECT_FALSE(detail::gate_geometry({2, 4, 4, 3}, {3, 1, 1, 3}).has_value());
-}
 
 TEST(CudaChannelGatePlanTest, SixteenBitPairsNeedAnEvenChannelCountAndAlignment) {
   const ChannelGeometry g{2, 49, 32};

@@ -8,36 +8,10 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
 #include "core/tensor_impl.h"
+#include "mixprec/ops.h"
 #include "mixprec/error.h"
 
 namespace mixprec::cuda {
-
-namespace detail {
-
-std::optional<ChannelGeometry> gate_geometry(const Shape& full, const Shape& small) {
-  const int rank = full.rank();
-  if (rank < 2 || small.rank() < 1 || small.rank() > rank) return std::nullopt;
-  const int shift = rank - small.rank();
-  const auto small_dim = [&](int i) { return i < shift ? std::int64_t{1} : small[i - shift]; };
-  if (small_dim(rank - 1) != full[rank - 1]) return std::nullopt;
-  for (int i = 1; i + 1 < rank; ++i) {
-    if (small_dim(i) != 1) return std::nullopt;
-  }
-  const std::int64_t first = small_dim(0);
-  if (first != 1 && first != full[0]) return std::nullopt;
-  // As channel_geometry: one group of full[0] * ... rows when the first axis is broadcast (always
-  // for rank 2: (N, C) against (1, C) or (C)), else full[0] groups.
-  const bool grouped = rank > 2 && first == full[0];
-  ChannelGeometry g;
-  g.channels = full[rank - 1];
-  g.groups = grouped ? full[0] : 1;
-  g.rows = 1;
-  for (int i = grouped ? 1 : 0; i + 1 < rank; ++i) g.rows *= full[i];
-  if (rank == 2 && first != 1) g.groups = full[0], g.rows = 1;  // (N, C) against (N, C)
-  return g;
-}
-
-}  // namespace detail
 
 namespace {
 
@@ -61,18 +35,19 @@ Tensor channel_gate_backward(const Tensor& g, const Tensor& full, const Shape& s
         "device, got " +
         describe(g) + " and " + describe(full));
   }
-  const auto geo = detail::gate_geometry(full.shape(), small_shape);
+  const Device device = g.device();
+  if (small_shape == full.shape()) return mul(g, full);  // nothing broadcast
+  if (full.numel() == 0) {  // empty sums (or an empty result)
+    Tensor out = core::make_tensor(small_shape, g.dtype(), device);
+    if (out.numel() > 0) fill(out, 0.0);
+    return out;
+  }
+  const auto geo = channel_geometry(full.shape(), small_shape);
   if (!geo) {
     throw Error("cuda::channel_gate_backward: " + small_shape.to_string() +
                 " is no per-channel broadcast of " + full.shape().to_string());
   }
-  const Device device = g.device();
   Tensor out = core::make_tensor(small_shape, g.dtype(), device);
-  if (out.numel() == 0) return out;
-  if (geo->rows == 0) {  // empty sums
-    fill(out, 0.0);
-    return out;
-  }
   StreamScope scope(device);
   const Tensor gc = contiguous(g.detach()), xc = contiguous(full.detach());
   const kernels::GatePlan plan = kernels::channel_gate_plan(

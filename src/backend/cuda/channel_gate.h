@@ -32,20 +32,10 @@
 namespace mixprec::cuda {
 
 // g and full: one shape and floating dtype on one CUDA device (any strides: made contiguous);
-// small_shape a per-channel broadcast of full's shape (detail::gate_geometry). A new contiguous
-// tensor of small_shape in g's dtype. Beyond the table's contract (channel_geometry defined) it
-// also takes the degenerate shapes: an empty full tensor (zeros) and small_shape equal to full's
-// shape with no axis broadcast (pixels 1: the products g * full, each rounded once).
+// small_shape a per-channel broadcast of full's shape (channel_geometry defined), or full's shape
+// itself (nothing broadcast: the products g * full, each rounded once, as mul). A new contiguous
+// tensor of small_shape in g's dtype; zeros where full has no elements.
 Tensor channel_gate_backward(const Tensor& g, const Tensor& full, const Shape& small_shape);
-
-namespace detail {
-
-// channel_geometry(full, small) (backend/channel_geometry.h), plus the cases it leaves out: full
-// with no elements (pixels or groups or channels 0) and small of full's shape where no axis is
-// broadcast (pixels 1). nullopt where small is no per-channel broadcast of full.
-std::optional<ChannelGeometry> gate_geometry(const Shape& full, const Shape& small);
-
-}  // namespace detail
 
 // The kernel launchers (kernels/channel_gate.cu), in builds with the CUDA backend only.
 #if MIXPREC_HAVE_CUDA

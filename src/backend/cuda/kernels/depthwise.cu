@@ -10,6 +10,7 @@
 
 #include "backend/cuda/depthwise.h"
 #include "backend/cuda/kernels/common.cuh"
+// After common.cuh, whose names the kernels use.
 #include "backend/cuda/kernels/depthwise_kernels.cuh"
 
 namespace mixprec::cuda::kernels {

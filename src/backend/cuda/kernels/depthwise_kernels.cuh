@@ -4,10 +4,13 @@
 // names of namespace mixprec::cuda::kernels, which common.cuh defines for the device and
 // tests/support/cuda_host_emulation.h for the host: compute_t, to_compute, from_compute,
 // global_thread, grid_threads, kWarp, warp_lane, warp_ordered_sum, MIXPREC_UNROLL(n) and
-// MIXPREC_UNROLL_ALL. Include after one of those two headers and depthwise.h.
+// MIXPREC_UNROLL_ALL (Lanes comes from lanes.cuh). Include after one of those two headers and
+// depthwise.h.
 #pragma once
 
 #include <cstdint>
+
+#include "backend/cuda/kernels/lanes.cuh"
 
 namespace mixprec::cuda::kernels::depthwise_kernels {
 
@@ -16,17 +19,6 @@ namespace mixprec::cuda::kernels::depthwise_kernels {
 template <typename T>
 __device__ __forceinline__ compute_t<T> settle(compute_t<T> s, bool round_each) {
   return round_each ? to_compute(from_compute<T>(s)) : s;
-}
-
-// V adjacent values, loaded or stored as one access of V * sizeof(T) bytes.
-template <typename T, int V>
-struct alignas(V * sizeof(T)) Lanes {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ Lanes<T, V> load_lanes(const T* p) {
-  return *reinterpret_cast<const Lanes<T, V>*>(p);
 }
 
 // The window's extent and stride: compile-time K and S (square K x K, stride S in both axes) when
