@@ -8,6 +8,7 @@
 // common.cuh.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -46,6 +47,10 @@ T from_compute(compute_t<T> v) {
     return v;
   }
 }
+
+// CUDA's sqrt(float) and sqrt(double) are correctly rounded (nvcc's default -prec-sqrt=true), as
+// the host's.
+using std::sqrt;
 
 inline std::int64_t global_thread() { return emulation::thread; }
 inline std::int64_t grid_threads() { return emulation::threads; }
