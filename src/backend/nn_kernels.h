@@ -12,11 +12,11 @@
 // Capabilities (entries that may be null): activation_in_place (CPU only: Conv2D composes its
 // activation where it is null), matmul_epilogue (CUDA only: the Dense op composes
 // separate ops where it is null) and the three autocast_* entries (CPU only: autocast_matmul
-// composes cast + matmul where they are null) and channel_gate_backward (CPU only: the product's
-// gradient composes mul and sum_to where it is null) and the three batch_norm_activation_* entries
-// (CPU only: the op composes batch norm and the activation where they are null) and
-// accumulate_gradient (CPU only: autograd adds out of place where it is null). Every other entry
-// is set by every backend.
+// composes cast + matmul where they are null) and channel_gate_backward (set by both backends: the
+// product's gradient composes mul and sum_to where it is null) and the three
+// batch_norm_activation_* entries (CPU only: the op composes batch norm and the activation where
+// they are null) and accumulate_gradient (CPU only: autograd adds out of place where it is null).
+// Every other entry is set by every backend.
 #pragma once
 
 #include <cstdint>

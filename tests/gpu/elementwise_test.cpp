@@ -88,10 +88,11 @@ TEST(GpuElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
   // each operand's shape (sum_to).
   const std::vector<std::pair<Shape, Shape>> shapes = {
       {{16, 40}, {40}}, {{16, 40}, {16, 1}}, {{5, 7, 9}, {}}, {{5, 1, 9}, {7, 1}}};
-  // mul's gradient of a broadcast operand: the CPU's fused kernel (channel_gate_backward) sums the
-  // exact float32 products and rounds once; CUDA composes sum_to(mul(g, other)), whose mul rounds
-  // each product to the 16-bit dtype first (measured: float16 -0.0328369 vs -0.0334778, exact
-  // -0.0334684; bfloat16 -0.0341797 vs -0.0279541, exact -0.0279541; sum |g * other| 16.2).
+  // mul's gradient of a broadcast operand: sums of float32 products in each device's order, rounded
+  // once (the per-channel (40) row: both devices' channel_gate_backward; the other broadcasts: the
+  // op layer's float32 composition on CUDA), compared with the float32 summation bound. (Before the
+  // op layer widened 16-bit products, CUDA rounded each to 16 bits: float16 -0.0328369 vs
+  // -0.0334778, exact -0.0334684, on the first H100 run.)
   for (const auto& [a, b] : shapes) {
     for (OpCase c : binary_cases(a, b)) {
       if (c.name == "mul") c.summed_gradients = true;

@@ -172,8 +172,10 @@ TEST(CudaConvPlanTest, WorkspaceLimitIsAFewHundredMebibytes) {
 }
 
 TEST(CudaConvPlanTest, DepthwiseFilterGradientChunksCoverTheRows) {
+  // A window the all-taps kernel does not take (multiplier 2): chunks of (N, OH) rows.
   kernels::DepthwiseGeometry g;
-  g.batch = 4, g.out_h = 10, g.channels = 32, g.multiplier = 1, g.kernel_h = 3, g.kernel_w = 3;
+  g.batch = 4, g.out_h = 10, g.out_w = 10, g.channels = 32, g.multiplier = 2;
+  g.kernel_h = 3, g.kernel_w = 3;
   // Rounding every partial sum fixes the order: one chunk.
   EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::compute_dtype), 1);
   const std::int64_t chunks = kernels::depthwise_filter_chunks(g, Accumulation::float32);
@@ -182,8 +184,31 @@ TEST(CudaConvPlanTest, DepthwiseFilterGradientChunksCoverTheRows) {
   // A huge filter leaves one chunk; a tiny one as many as there are rows.
   g.channels = 1 << 20;
   EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::float32), 1);
-  g.channels = 1, g.kernel_h = g.kernel_w = 1, g.batch = 64, g.out_h = 112;
+  g.channels = 1, g.kernel_h = g.kernel_w = 1, g.multiplier = 1, g.batch = 64, g.out_h = 112;
   EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::float32), 64 * 112);
+}
+
+TEST(CudaConvPlanTest, DepthwiseAllTapsChunksFillTheGpuWithinBounds) {
+  // Square 3x3 / 5x5, multiplier 1: chunks of output pixels, each thread a channel pair.
+  kernels::DepthwiseGeometry g;
+  g.batch = 64, g.out_h = g.out_w = 112, g.channels = 32, g.kernel_h = g.kernel_w = 3;
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::compute_dtype), 1);
+  // EfficientNet-B0's first depthwise layer: 16 channel pairs; 2^17 threads would need 8192
+  // chunks, so the cap of 4096 (the second pass reads chunks * E partials) applies.
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::float32), 4096);
+  // Its last 5x5 layer at 7x7: 576 pairs; 2^17 / 576 -> 228 chunks, but at least 16 pixels each:
+  // ceil(64 * 49 / 16) = 196.
+  g.out_h = g.out_w = 7, g.channels = 1152, g.kernel_h = g.kernel_w = 5;
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::float32), 196);
+  // Odd channel counts round the pairs up; a tiny input leaves one chunk.
+  g.channels = 1151;
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::float32), 196);
+  g.batch = 1, g.out_h = g.out_w = 2;
+  EXPECT_EQ(kernels::depthwise_filter_chunks(g, Accumulation::float32), 1);
+  // Enough threads where the pixels allow: 96 channels at 56x56, batch 64.
+  g.batch = 64, g.out_h = g.out_w = 56, g.channels = 96, g.kernel_h = g.kernel_w = 3;
+  const std::int64_t chunks = kernels::depthwise_filter_chunks(g, Accumulation::float32);
+  EXPECT_EQ(chunks, (std::int64_t{1} << 17) / 48 + 1);  // ceil(2^17 / 48 pairs)
 }
 
 TEST(CudaConvPlanTest, BatchNormPartsStayWithinTheRows) {

@@ -3,8 +3,9 @@
 // / C (NHWC: every pixel a row). Statistics and parameters in float32 (float64 for float64 x):
 //  - per-channel sums in two deterministic passes: thread (p, c) of parts * C threads sums rows
 //    p, p + parts, p + 2 parts, ... in float (consecutive threads read consecutive channels:
-//    coalesced), then one thread per channel adds the `parts` partial sums in double in a fixed
-//    order; no atomics, so results do not vary from run to run;
+//    coalesced), then one warp per channel adds the `parts` partial sums in double in a fixed
+//    order (lane l the partials l, l + 32, ..., then a butterfly over the lanes); no atomics, so
+//    results do not vary from run to run;
 //  - the mean first, then the mean of (x - mean)^2 (the BIASED variance), as the CPU does;
 //  - y = (x - mean) * (gamma / sqrt(variance + epsilon)) + beta computed in float, rounded once;
 //  - backward with the two per-channel sums sum(dy) and sum(dy * (x - mean)).

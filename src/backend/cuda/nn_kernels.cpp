@@ -1,11 +1,13 @@
 // The cuda backend's NnKernels table (backend/nn_kernels.h): cuBLASLt products (with fused
-// epilogues), cuDNN convolutions or the own depthwise kernels, and the own pooling, batch-norm and
-// image kernels. The choice between cuDNN and the depthwise kernels is made here, per call.
+// epilogues), cuDNN convolutions or the own depthwise kernels, and the own pooling, batch-norm,
+// squeeze-and-excitation gate gradient and image kernels. The choice between cuDNN and the
+// depthwise kernels is made here, per call.
 #include "backend/nn_kernels.h"
 
 #include <algorithm>
 
 #include "backend/cuda/batch_norm.h"
+#include "backend/cuda/channel_gate.h"
 #include "backend/cuda/conv.h"
 #include "backend/cuda/depthwise.h"
 #include "backend/cuda/image.h"
@@ -126,7 +128,7 @@ const NnKernels kNnKernels{
     .batch_norm_activation_training = nullptr,  // the op composes batch norm and the activation
     .batch_norm_activation_inference = nullptr,
     .batch_norm_activation_backward = nullptr,
-    .channel_gate_backward = nullptr,
+    .channel_gate_backward = cuda::channel_gate_backward,
     .accumulate_gradient = nullptr,  // autograd adds out of place
     .zero_pad2d = pad_entry,
     .resize_bilinear = cuda::resize_bilinear,

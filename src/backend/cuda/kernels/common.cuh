@@ -83,6 +83,37 @@ __device__ __forceinline__ std::int64_t grid_threads() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
+// ---- loop unrolling, spelled as macros so that a host emulation of a kernel can define them away
+// (tests/support/cuda_host_emulation.h) ----
+#define MIXPREC_PRAGMA(text) _Pragma(#text)
+#define MIXPREC_UNROLL(n) MIXPREC_PRAGMA(unroll n)
+#define MIXPREC_UNROLL_ALL MIXPREC_PRAGMA(unroll)
+
+// ---- deterministic sums by one warp ----
+inline constexpr int kWarp = 32;
+static_assert(kThreads % kWarp == 0, "whole warps per block");
+
+// This thread's lane in its warp.
+__device__ __forceinline__ int warp_lane() { return static_cast<int>(threadIdx.x % kWarp); }
+
+// The sum of v[k * stride] for k in [0, count), in double, by the 32 lanes of one warp in a fixed
+// order: lane l adds k = l, l + 32, l + 64, ... in turn, then a butterfly of __shfl_xor_sync over
+// lane distances 16, 8, 4, 2, 1 adds the 32 lane sums. At each butterfly step lanes l and l ^ d add
+// the same two values (a + b and b + a: the same bits, IEEE addition commutes), so every lane
+// returns the same bits, and the order depends only on `count`: the same result on every run, no
+// atomics. All 32 lanes must call it (full mask) with the same arguments.
+template <typename P>
+__device__ __forceinline__ double warp_ordered_sum(const P* v, std::int64_t count,
+                                                   std::int64_t stride) {
+  double s = 0.0;
+  // Unrolled: several loads in flight per lane; the additions stay in the order k, k + 32, ...
+#pragma unroll 4
+  for (std::int64_t k = warp_lane(); k < count; k += kWarp) s += static_cast<double>(v[k * stride]);
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d /= 2) s += __shfl_xor_sync(0xffffffffu, s, d);
+  return s;
+}
+
 // True when every pointer is 16-byte aligned (the vector kernels' requirement).
 inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 

@@ -1,208 +1,43 @@
 // Depthwise convolution kernels (see depthwise.h). One thread per output element (two adjacent
 // channels for 16-bit storage in the forward and input-gradient kernels), the channel innermost in
 // the thread index, so a warp reads consecutive channels of one pixel: coalesced for x, dy and the
-// filters alike. The forward and input-gradient kernels index in 32 bits when the tensors allow;
-// the filter gradient (a small share of the time) in 64.
+// filters alike. The forward and input-gradient kernels index in 32 bits when the tensors allow,
+// and the common windows (square 3x3 and 5x5, stride 1 or 2) are compiled with the window and the
+// stride known, so the tap loops unroll and the stride's division is a shift. The filter gradient
+// of a square 3x3 or 5x5 window with multiplier 1 sums every tap in one thread per channel group
+// (dy read once per pixel); other windows use one thread per (tap, channel).
+#include <algorithm>
+
 #include "backend/cuda/depthwise.h"
 #include "backend/cuda/kernels/common.cuh"
+// After common.cuh, whose names the kernels use.
+#include "backend/cuda/kernels/depthwise_kernels.cuh"
 
 namespace mixprec::cuda::kernels {
 
 namespace {
 
-// With `storage`, s = T(s + a * b) at every step (a product of two 16-bit values is exact in float,
-// so fused or not, each step rounds as the CPU reference does).
-template <typename T>
-__device__ __forceinline__ compute_t<T> settle(compute_t<T> s, bool round_each) {
-  return round_each ? to_compute(from_compute<T>(s)) : s;
-}
+using namespace depthwise_kernels;
 
-// Two adjacent 16-bit values, loaded or stored as one 4-byte access.
-template <typename T>
-struct alignas(2 * sizeof(T)) Two {
-  T a, b;
-};
-
-// One thread computes V adjacent output channels (V = 2 for 16-bit storage: one 4-byte load of the
-// filter pair and of the input pair (M == 1) or one input value shared by both (even M), one 4-byte
-// store). Index arithmetic in I: 32-bit when every offset fits (far cheaper division than 64-bit).
-template <typename T, typename I, int V>
-__global__ void forward_kernel(DepthwiseGeometry geometry, const T* __restrict__ x,
-                               const T* __restrict__ w, const T* __restrict__ bias,
-                               T* __restrict__ y, bool round_each) {
-  using C = compute_t<T>;
-  const I in_h = static_cast<I>(geometry.in_h), in_w = static_cast<I>(geometry.in_w);
-  const I channels = static_cast<I>(geometry.channels), m = static_cast<I>(geometry.multiplier);
-  const I kernel_h = static_cast<I>(geometry.kernel_h),
-          kernel_w = static_cast<I>(geometry.kernel_w);
-  const I stride_h = static_cast<I>(geometry.stride_h),
-          stride_w = static_cast<I>(geometry.stride_w);
-  const I dil_h = static_cast<I>(geometry.dilation_h), dil_w = static_cast<I>(geometry.dilation_w);
-  const I pad_top = static_cast<I>(geometry.pad_top), pad_left = static_cast<I>(geometry.pad_left);
-  const I out_h = static_cast<I>(geometry.out_h), out_w = static_cast<I>(geometry.out_w);
-  const I cm = channels * m;
-  const I groups = static_cast<I>(geometry.batch) * out_h * out_w * (cm / V);
-  for (I q = static_cast<I>(global_thread()); q < groups; q += static_cast<I>(grid_threads())) {
-    const I i = q * V;  // the first of the V output elements
-    const I oc = i % cm;
-    I t = i / cm;
-    const I ow = t % out_w;
-    t /= out_w;
-    const I oh = t % out_h, n = t / out_h;
-    C s[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) s[v] = C(0);
-    for (I kh = 0; kh < kernel_h; ++kh) {
-      const I ih = oh * stride_h - pad_top + kh * dil_h;
-      if (ih < 0 || ih >= in_h) continue;  // zero padding
-      for (I kw = 0; kw < kernel_w; ++kw) {
-        const I iw = ow * stride_w - pad_left + kw * dil_w;
-        if (iw < 0 || iw >= in_w) continue;
-        const T* xp = x + ((n * in_h + ih) * in_w + iw) * channels;
-        const T* wp = w + (kh * kernel_w + kw) * cm + oc;
-        if constexpr (V == 2) {
-          const Two<T> wv = *reinterpret_cast<const Two<T>*>(wp);
-          C a0, a1;
-          if (m == 1) {  // channels oc, oc + 1 read inputs oc, oc + 1
-            const Two<T> xv = *reinterpret_cast<const Two<T>*>(xp + oc);
-            a0 = to_compute(xv.a), a1 = to_compute(xv.b);
-          } else {  // even M: both read input oc / M
-            a0 = a1 = to_compute(xp[oc / m]);
-          }
-          s[0] = settle<T>(s[0] + a0 * to_compute(wv.a), round_each);
-          s[1] = settle<T>(s[1] + a1 * to_compute(wv.b), round_each);
-        } else {
-          s[0] = settle<T>(s[0] + to_compute(xp[oc / m]) * to_compute(wp[0]), round_each);
-        }
-      }
-    }
-    if constexpr (V == 2) {
-      if (bias != nullptr) {
-        const Two<T> bv = *reinterpret_cast<const Two<T>*>(bias + oc);
-        s[0] += to_compute(bv.a), s[1] += to_compute(bv.b);
-      }
-      *reinterpret_cast<Two<T>*>(y + i) = Two<T>{from_compute<T>(s[0]), from_compute<T>(s[1])};
-    } else {
-      if (bias != nullptr) s[0] += to_compute(bias[oc]);
-      y[i] = from_compute<T>(s[0]);
-    }
-  }
-}
-
-// dx[n, ih, iw, c] = sum over (kh, kw, m) of dy[n, oh, ow, c * M + m] w[kh, kw, c * M + m] for the
-// (oh, ow) whose tap (kh, kw) reads (ih, iw); the CPU reference's order (kh, kw, m). V = 2 (16-bit,
-// M == 1): channels c, c + 1 with 4-byte loads of dy and w and a 4-byte store.
-template <typename T, typename I, int V>
-__global__ void backward_data_kernel(DepthwiseGeometry geometry, const T* __restrict__ dy,
-                                     const T* __restrict__ w, T* __restrict__ dx, bool round_each) {
-  using C = compute_t<T>;
-  const I in_h = static_cast<I>(geometry.in_h), in_w = static_cast<I>(geometry.in_w);
-  const I channels = static_cast<I>(geometry.channels), m = static_cast<I>(geometry.multiplier);
-  const I kernel_h = static_cast<I>(geometry.kernel_h),
-          kernel_w = static_cast<I>(geometry.kernel_w);
-  const I stride_h = static_cast<I>(geometry.stride_h),
-          stride_w = static_cast<I>(geometry.stride_w);
-  const I dil_h = static_cast<I>(geometry.dilation_h), dil_w = static_cast<I>(geometry.dilation_w);
-  const I pad_top = static_cast<I>(geometry.pad_top), pad_left = static_cast<I>(geometry.pad_left);
-  const I out_h = static_cast<I>(geometry.out_h), out_w = static_cast<I>(geometry.out_w);
-  const I cm = channels * m;
-  const I groups = static_cast<I>(geometry.batch) * in_h * in_w * (channels / V);
-  for (I q = static_cast<I>(global_thread()); q < groups; q += static_cast<I>(grid_threads())) {
-    const I i = q * V;
-    const I c = i % channels;
-    I t = i / channels;
-    const I iw = t % in_w;
-    t /= in_w;
-    const I ih = t % in_h, n = t / in_h;
-    C s[V];
-#pragma unroll
-    for (int v = 0; v < V; ++v) s[v] = C(0);
-    for (I kh = 0; kh < kernel_h; ++kh) {
-      const I th = ih + pad_top - kh * dil_h;
-      if (th < 0 || th % stride_h != 0 || th / stride_h >= out_h) continue;
-      const I oh = th / stride_h;
-      for (I kw = 0; kw < kernel_w; ++kw) {
-        const I tw = iw + pad_left - kw * dil_w;
-        if (tw < 0 || tw % stride_w != 0 || tw / stride_w >= out_w) continue;
-        const I ow = tw / stride_w;
-        const T* dyp = dy + ((n * out_h + oh) * out_w + ow) * cm + c * m;
-        const T* wp = w + (kh * kernel_w + kw) * cm + c * m;
-        if constexpr (V == 2) {
-          const Two<T> gv = *reinterpret_cast<const Two<T>*>(dyp);
-          const Two<T> wv = *reinterpret_cast<const Two<T>*>(wp);
-          s[0] = settle<T>(s[0] + to_compute(gv.a) * to_compute(wv.a), round_each);
-          s[1] = settle<T>(s[1] + to_compute(gv.b) * to_compute(wv.b), round_each);
-        } else {
-          for (I j = 0; j < m; ++j) {
-            s[0] = settle<T>(s[0] + to_compute(dyp[j]) * to_compute(wp[j]), round_each);
-          }
-        }
-      }
-    }
-    if constexpr (V == 2) {
-      *reinterpret_cast<Two<T>*>(dx + i) = Two<T>{from_compute<T>(s[0]), from_compute<T>(s[1])};
-    } else {
-      dx[i] = from_compute<T>(s[0]);
-    }
-  }
-}
-
-// Pass 1 of the filter gradient: thread (p, e), e = (kh, kw, oc) innermost, sums
-// x[n, ih, iw, oc / M] dy[n, oh, ow, oc] over the rows (n, oh) of chunk p (all ow) into
-// partials[p * E + e], in the CPU reference's order (n, oh, ow).
-template <typename T>
-__global__ void filter_partials_kernel(DepthwiseGeometry g, const T* __restrict__ x,
-                                       const T* __restrict__ dy,
-                                       compute_t<T>* __restrict__ partials, std::int64_t chunks,
-                                       bool round_each) {
-  using C = compute_t<T>;
-  const std::int64_t cm = g.channels * g.multiplier;
-  const std::int64_t e_count = g.kernel_h * g.kernel_w * cm;
-  const std::int64_t rows = g.batch * g.out_h;
-  const std::int64_t per_chunk = (rows + chunks - 1) / chunks;
-  const std::int64_t total = chunks * e_count;
-  for (std::int64_t i = global_thread(); i < total; i += grid_threads()) {
-    const std::int64_t e = i % e_count, p = i / e_count;
-    const std::int64_t oc = e % cm, kw = (e / cm) % g.kernel_w, kh = e / (cm * g.kernel_w);
-    const std::int64_t c = oc / g.multiplier;
-    const std::int64_t r_end = (p + 1) * per_chunk < rows ? (p + 1) * per_chunk : rows;
-    C s = C(0);
-    for (std::int64_t r = p * per_chunk; r < r_end; ++r) {
-      const std::int64_t n = r / g.out_h, oh = r % g.out_h;
-      const std::int64_t ih = oh * g.stride_h - g.pad_top + kh * g.dilation_h;
-      if (ih < 0 || ih >= g.in_h) continue;
-      for (std::int64_t ow = 0; ow < g.out_w; ++ow) {
-        const std::int64_t iw = ow * g.stride_w - g.pad_left + kw * g.dilation_w;
-        if (iw < 0 || iw >= g.in_w) continue;
-        const C a = to_compute(x[((n * g.in_h + ih) * g.in_w + iw) * g.channels + c]);
-        const C b = to_compute(dy[((n * g.out_h + oh) * g.out_w + ow) * cm + oc]);
-        s = settle<T>(s + a * b, round_each);
-      }
-    }
-    partials[i] = s;
-  }
-}
-
-// Pass 2: dw[e] = the chunks' partial sums added in chunk order, in double, rounded once.
-template <typename T>
-__global__ void filter_finish_kernel(const compute_t<T>* __restrict__ partials, std::int64_t chunks,
-                                     std::int64_t e_count, T* __restrict__ dw) {
-  for (std::int64_t e = global_thread(); e < e_count; e += grid_threads()) {
-    double s = 0.0;
-    for (std::int64_t p = 0; p < chunks; ++p) s += static_cast<double>(partials[p * e_count + e]);
-    dw[e] = from_compute<T>(static_cast<compute_t<T>>(s));
-  }
-}
-
-// About this many threads in the filter gradient's first pass: a few waves on any current GPU
-// (H100: 132 SMs x 2048 threads), each thread summing (N * OH / chunks) * OW products.
+// About this many threads in the per-(tap, channel) filter gradient's first pass: a few waves on
+// any current GPU (H100: 132 SMs x 2048 threads), each thread summing (N * OH / chunks) * OW
+// products.
 constexpr std::int64_t kFilterThreads = std::int64_t{1} << 18;
+// The all-taps pass: about this many threads (each holds K * K * V sums, so fewer are resident),
+// at least kTapsMinPixels pixels per chunk, and at most kTapsMaxChunks chunks (the second pass
+// reads chunks * E partials).
+constexpr std::int64_t kTapsThreads = std::int64_t{1} << 17;
+constexpr std::int64_t kTapsMinPixels = 16;
+constexpr std::int64_t kTapsMaxChunks = 4096;
 
 }  // namespace
 
 namespace {
 
-bool aligned4(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 3u) == 0; }
+bool aligned_to(const void* p, std::size_t bytes) {
+  return (reinterpret_cast<std::uintptr_t>(p) & (bytes - 1)) == 0;
+}
+bool aligned4(const void* p) { return aligned_to(p, 4); }
 
 // 32-bit index arithmetic when every offset into x and y fits (with room for one grid stride).
 bool fits_int32(const DepthwiseGeometry& g) {
@@ -210,6 +45,49 @@ bool fits_int32(const DepthwiseGeometry& g) {
   const std::int64_t cm = g.channels * g.multiplier;
   return g.batch * g.in_h * g.in_w * cm < kLimit && g.batch * g.out_h * g.out_w * cm < kLimit &&
          g.kernel_h * g.kernel_w * cm < kLimit;
+}
+
+// Calls go.template operator()<K, S>() with the geometry's square window K (3 or 5) and stride S
+// (1 or 2) when Fixed and the geometry has one of them, else with K = S = 0 (runtime). With Fixed
+// false only the runtime variant is compiled.
+template <bool Fixed, typename Go>
+void with_window(const DepthwiseGeometry& g, Go&& go) {
+  if constexpr (Fixed) {
+    if (g.kernel_h == g.kernel_w && g.stride_h == g.stride_w) {
+      const std::int64_t k = g.kernel_h, s = g.stride_h;
+      if (k == 3 && s == 1) return go.template operator()<3, 1>();
+      if (k == 3 && s == 2) return go.template operator()<3, 2>();
+      if (k == 5 && s == 1) return go.template operator()<5, 1>();
+      if (k == 5 && s == 2) return go.template operator()<5, 2>();
+    }
+  }
+  go.template operator()<0, 0>();
+}
+
+// Calls go.template operator()<I, V, K, S>() with the fastest variant of the forward or
+// input-gradient kernel the data allow: channel pairs (V = 2, 16-bit storage) when `pairs`, 32-bit
+// indices when `i32`, and a fixed window (with_window) for 16-bit pairs and float32 with 32-bit
+// indices only (the fast paths: fewer kernels to compile).
+template <typename T, typename Go>
+void with_variant(const DepthwiseGeometry& g, bool pairs, bool i32, Go&& go) {
+  const auto index32 = [&]<int V, bool Fixed>() {
+    with_window<Fixed>(g, [&]<int K, int S>() { go.template operator()<std::int32_t, V, K, S>(); });
+  };
+  if constexpr (sizeof(T) == 2) {
+    if (pairs) {
+      i32 ? index32.template operator()<2, true>()
+          : go.template operator()<std::int64_t, 2, 0, 0>();
+      return;
+    }
+  }
+  i32 ? index32.template operator()<1, sizeof(T) == 4>()
+      : go.template operator()<std::int64_t, 1, 0, 0>();
+}
+
+// Whether the filter gradient takes filter_taps_kernel: float sums, multiplier 1, square 3x3/5x5.
+bool filter_taps_apply(const DepthwiseGeometry& g, Accumulation sum) {
+  return sum == Accumulation::float32 && g.multiplier == 1 && g.kernel_h == g.kernel_w &&
+         (g.kernel_h == 3 || g.kernel_h == 5);
 }
 
 }  // namespace
@@ -223,18 +101,12 @@ void depthwise_forward(DType dtype, const DepthwiseGeometry& g, const void* x, c
   const bool round_each = sum == Accumulation::compute_dtype;
   const bool i32 = fits_int32(g);
   dispatch_floating(dtype, "depthwise_conv2d", [&]<typename T>() {
-    const auto go = [&]<typename I, int V>() {
-      forward_kernel<T, I, V><<<blocks_for(total / V), kThreads, 0, s>>>(
+    const auto go = [&]<typename I, int V, int K, int S>() {
+      forward_kernel<T, I, V, K, S><<<blocks_for(total / V), kThreads, 0, s>>>(
           g, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
           static_cast<T*>(y), round_each);
     };
-    if constexpr (sizeof(T) == 2) {
-      if (pairs) {
-        i32 ? go.template operator()<std::int32_t, 2>() : go.template operator()<std::int64_t, 2>();
-        return;
-      }
-    }
-    i32 ? go.template operator()<std::int32_t, 1>() : go.template operator()<std::int64_t, 1>();
+    with_variant<T>(g, pairs, i32, go);
   });
   check_launch("depthwise_conv2d forward");
 }
@@ -247,17 +119,11 @@ void depthwise_backward_data(DType dtype, const DepthwiseGeometry& g, const void
   const bool round_each = sum == Accumulation::compute_dtype;
   const bool i32 = fits_int32(g);
   dispatch_floating(dtype, "depthwise_conv2d", [&]<typename T>() {
-    const auto go = [&]<typename I, int V>() {
-      backward_data_kernel<T, I, V><<<blocks_for(total / V), kThreads, 0, s>>>(
+    const auto go = [&]<typename I, int V, int K, int S>() {
+      backward_data_kernel<T, I, V, K, S><<<blocks_for(total / V), kThreads, 0, s>>>(
           g, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), round_each);
     };
-    if constexpr (sizeof(T) == 2) {
-      if (pairs) {
-        i32 ? go.template operator()<std::int32_t, 2>() : go.template operator()<std::int64_t, 2>();
-        return;
-      }
-    }
-    i32 ? go.template operator()<std::int32_t, 1>() : go.template operator()<std::int64_t, 1>();
+    with_variant<T>(g, pairs, i32, go);
   });
   check_launch("depthwise_conv2d backward data");
 }
@@ -266,10 +132,16 @@ std::int64_t depthwise_filter_chunks(const DepthwiseGeometry& g, Accumulation su
   // Rounding every partial sum fixes the summation order: one chunk (slow, as 16-bit
   // accumulation is only a numerics experiment).
   if (sum == Accumulation::compute_dtype) return 1;
-  const std::int64_t e_count = g.kernel_h * g.kernel_w * g.channels * g.multiplier;
-  const std::int64_t rows = g.batch * g.out_h;
-  std::int64_t chunks = (kFilterThreads + e_count - 1) / e_count;
-  if (chunks > rows) chunks = rows;
+  std::int64_t chunks = 1;
+  if (filter_taps_apply(g, sum)) {
+    const std::int64_t pixels = g.batch * g.out_h * g.out_w;
+    const std::int64_t lanes = (g.channels + 1) / 2;
+    chunks = (kTapsThreads + lanes - 1) / lanes;
+    chunks = std::min({chunks, kTapsMaxChunks, (pixels + kTapsMinPixels - 1) / kTapsMinPixels});
+  } else {
+    const std::int64_t e_count = g.kernel_h * g.kernel_w * g.channels * g.multiplier;
+    chunks = std::min((kFilterThreads + e_count - 1) / e_count, g.batch * g.out_h);
+  }
   return chunks < 1 ? 1 : chunks;
 }
 
@@ -280,12 +152,28 @@ void depthwise_backward_filters(DType dtype, const DepthwiseGeometry& g, const v
   const std::int64_t e_count = g.kernel_h * g.kernel_w * g.channels * g.multiplier;
   dispatch_floating(dtype, "depthwise_conv2d", [&]<typename T>() {
     auto* part = static_cast<compute_t<T>*>(partials);
-    filter_partials_kernel<T><<<blocks_for(chunks * e_count), kThreads, 0, s>>>(
-        g, static_cast<const T*>(x), static_cast<const T*>(dy), part, chunks,
-        sum == Accumulation::compute_dtype);
+    if (filter_taps_apply(g, sum)) {
+      const std::int64_t pixels = g.batch * g.out_h * g.out_w;
+      const std::int64_t per_chunk = (pixels + chunks - 1) / chunks;
+      const bool pairs =
+          g.channels % 2 == 0 && aligned_to(x, 2 * sizeof(T)) && aligned_to(dy, 2 * sizeof(T));
+      const auto go = [&]<int K, int V>() {
+        filter_taps_kernel<T, K, V><<<blocks_for(chunks * (g.channels / V)), kThreads, 0, s>>>(
+            g, static_cast<const T*>(x), static_cast<const T*>(dy), part, chunks, per_chunk);
+      };
+      if (g.kernel_h == 3) {
+        pairs ? go.template operator()<3, 2>() : go.template operator()<3, 1>();
+      } else {
+        pairs ? go.template operator()<5, 2>() : go.template operator()<5, 1>();
+      }
+    } else {
+      filter_partials_kernel<T><<<blocks_for(chunks * e_count), kThreads, 0, s>>>(
+          g, static_cast<const T*>(x), static_cast<const T*>(dy), part, chunks,
+          sum == Accumulation::compute_dtype);
+    }
     check_launch("depthwise_conv2d backward filter (partials)");
-    filter_finish_kernel<T>
-        <<<blocks_for(e_count), kThreads, 0, s>>>(part, chunks, e_count, static_cast<T*>(dw));
+    filter_finish_kernel<T><<<blocks_for(e_count * kWarp), kThreads, 0, s>>>(part, chunks, e_count,
+                                                                             static_cast<T*>(dw));
   });
   check_launch("depthwise_conv2d backward filter");
 }

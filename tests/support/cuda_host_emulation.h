@@ -1,0 +1,90 @@
+// A host emulation of the few device names that the kernels of a *_kernels.cuh header use
+// (src/backend/cuda/kernels/depthwise_kernels.cuh lists them), so that a unit test can run those
+// kernels on the CPU, thread after thread, and check their indexing and summation orders without a
+// GPU. It emulates kernels whose threads do not communicate, plus warp_ordered_sum, which it
+// computes for the whole warp at once in the device's fixed order (lane sums, then the butterfly).
+// Storage types: float, double, and mixprec's float16 / bfloat16 for __half / __nv_bfloat16 (the
+// same round-to-nearest-even conversions). Include before the kernels' header, never with
+// common.cuh.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "mixprec/bfloat16.h"
+#include "mixprec/float16.h"
+
+#undef __global__
+#undef __device__
+#undef __forceinline__
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define MIXPREC_UNROLL(n)
+#define MIXPREC_UNROLL_ALL
+
+namespace mixprec::cuda::kernels {
+
+namespace emulation {
+// The thread being run and the grid's size (run_grid sets them).
+inline std::int64_t thread = 0, threads = 1;
+}  // namespace emulation
+
+template <typename T>
+using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+inline float to_compute(float v) { return v; }
+inline double to_compute(double v) { return v; }
+inline float to_compute(float16 v) { return static_cast<float>(v); }
+inline float to_compute(bfloat16 v) { return static_cast<float>(v); }
+
+template <typename T>
+T from_compute(compute_t<T> v) {
+  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
+    return T(v);
+  } else {
+    return v;
+  }
+}
+
+// CUDA's sqrt(float) and sqrt(double) are correctly rounded (nvcc's default -prec-sqrt=true), as
+// the host's.
+using std::sqrt;
+
+inline std::int64_t global_thread() { return emulation::thread; }
+inline std::int64_t grid_threads() { return emulation::threads; }
+
+inline constexpr int kWarp = 32;
+inline int warp_lane() { return static_cast<int>(emulation::thread % kWarp); }
+
+// common.cuh's warp_ordered_sum: lane l adds v[k * stride] for k = l, l + 32, ...; then at each
+// butterfly distance d = 16, 8, 4, 2, 1 lane l adds lane l ^ d's sum to its own (the values of
+// the step before). Every lane ends with the same bits; the caller's lane gets them.
+template <typename P>
+double warp_ordered_sum(const P* v, std::int64_t count, std::int64_t stride) {
+  double lane[kWarp] = {};
+  for (int l = 0; l < kWarp; ++l) {
+    for (std::int64_t k = l; k < count; k += kWarp) lane[l] += static_cast<double>(v[k * stride]);
+  }
+  for (int d = kWarp / 2; d > 0; d /= 2) {
+    double next[kWarp];
+    for (int l = 0; l < kWarp; ++l) next[l] = lane[l] + lane[l ^ d];
+    for (int l = 0; l < kWarp; ++l) lane[l] = next[l];
+  }
+  return lane[warp_lane()];
+}
+
+// Runs body() once per thread of a grid of `threads` threads (a multiple of kWarp for kernels that
+// sum by warps), in thread order.
+template <typename Body>
+void run_grid(std::int64_t threads, Body&& body) {
+  emulation::threads = threads;
+  for (std::int64_t t = 0; t < threads; ++t) {
+    emulation::thread = t;
+    body();
+  }
+  emulation::thread = 0, emulation::threads = 1;
+}
+
+}  // namespace mixprec::cuda::kernels

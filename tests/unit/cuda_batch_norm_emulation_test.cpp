@@ -1,0 +1,174 @@
+// The CUDA batch-normalization kernels (kernels/batch_norm_kernels.cuh) run on the CPU by the host
+// emulation (support/cuda_host_emulation.h) in the order batch_norm.cu launches them, with its
+// work split (batch_norm_parts): training forward (partial sums, mean, variance and scale,
+// normalize) and backward (partial sums of dy and dy (x - mean), coefficients, dx). Shapes give
+// both many parts per channel (the warp finish adds thousands) and fewer parts than lanes. No GPU
+// needed.
+//
+// Oracle: the formulas in long double over the same rounded inputs (biased variance, as the CPU). The
+// statistics within the rigorous bound of a float summation of each part's k rows, 1.01 (k + 1) u M
+// (M the sum of the magnitudes, the double finish and one rounding to float inside it); y and dx,
+// which combine several such values, within u_T |ref| + 64 u32 (|ref| + 1): an indexing or ordering
+// bug gives errors of order one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/batch_norm.h"
+#include "mixprec/mixprec.h"
+// After every CUDA and mixprec header: the emulation defines the device keywords away.
+#include "support/cuda_host_emulation.h"
+// Its kernels, compiled for the host.
+#include "backend/cuda/kernels/batch_norm_kernels.cuh"
+
+namespace mixprec::cuda::kernels {
+namespace {
+
+using batch_norm_kernels::backward_coefficients_kernel;
+using batch_norm_kernels::backward_dx_kernel;
+using batch_norm_kernels::mean_kernel;
+using batch_norm_kernels::normalize_kernel;
+using batch_norm_kernels::partial_sums_kernel;
+using batch_norm_kernels::scale_kernel;
+using batch_norm_kernels::Sums;
+
+constexpr std::int64_t kBlock = 256;  // the launcher's block size (kThreads)
+std::int64_t exact_grid(std::int64_t threads) { return (threads + kBlock - 1) / kBlock * kBlock; }
+
+template <typename T>
+double unit_of() {
+  if constexpr (std::is_same_v<T, float16>) return std::ldexp(1.0, -11);
+  if constexpr (std::is_same_v<T, bfloat16>) return std::ldexp(1.0, -8);
+  if constexpr (std::is_same_v<T, double>) return std::ldexp(1.0, -53);
+  return std::ldexp(1.0, -24);
+}
+
+::testing::AssertionResult near(const char* what, std::int64_t i, double got, double ref,
+                                double bound) {
+  if (std::abs(got - ref) <= bound) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << what << "[" << i << "]: " << got << " vs " << ref << " (bound " << bound << ")";
+}
+
+template <typename T>
+void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, std::uint32_t seed) {
+  using P = compute_t<T>;
+  const std::int64_t parts = batch_norm_parts(rows, channels);
+  SCOPED_TRACE(std::string(dtype_name(dtype)) + " rows " + std::to_string(rows) + " channels " +
+               std::to_string(channels) + ", " + std::to_string(parts) + " parts");
+  const std::int64_t total = rows * channels;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<T> x(total), dy(total);
+  std::vector<P> gamma(channels), beta(channels);
+  for (std::int64_t i = 0; i < total; ++i) {
+    x[i] = from_compute<T>(static_cast<P>(3.0f + dist(gen)));  // off-centre: |mean| > std
+    dy[i] = from_compute<T>(static_cast<P>(dist(gen)));
+  }
+  for (std::int64_t c = 0; c < channels; ++c) gamma[c] = 1 + dist(gen), beta[c] = dist(gen);
+  const double eps = 1e-3;
+
+  // Forward, in batch_norm.cu's order.
+  std::vector<P> partials(2 * parts * channels, P(1e30)), mean(channels), variance(channels),
+      scale(channels), coefficients(3 * channels), dgamma(channels), dbeta(channels);
+  std::vector<T> y(total), dx(total);
+  const std::int64_t finish_grid = exact_grid(channels * kWarp);
+  run_grid(exact_grid(parts * channels), [&] {
+    partial_sums_kernel<T>(Sums::x, x.data(), nullptr, nullptr, rows, channels, parts,
+                           partials.data());
+  });
+  run_grid(finish_grid,
+           [&] { mean_kernel<P>(partials.data(), parts, channels, rows, mean.data()); });
+  run_grid(exact_grid(parts * channels), [&] {
+    partial_sums_kernel<T>(Sums::squared_deviation, x.data(), nullptr, mean.data(), rows, channels,
+                           parts, partials.data());
+  });
+  run_grid(finish_grid, [&] {
+    scale_kernel<P>(partials.data(), parts, channels, rows, variance.data(), gamma.data(),
+                    static_cast<P>(eps), scale.data());
+  });
+  run_grid(7 * kWarp, [&] {
+    normalize_kernel<T, std::int32_t>(x.data(), mean.data(), scale.data(), beta.data(),
+                                      static_cast<std::int32_t>(total),
+                                      static_cast<std::int32_t>(channels), y.data());
+  });
+  // Backward with batch statistics.
+  run_grid(exact_grid(parts * channels), [&] {
+    partial_sums_kernel<T>(Sums::gradient, x.data(), dy.data(), mean.data(), rows, channels, parts,
+                           partials.data());
+  });
+  run_grid(finish_grid, [&] {
+    backward_coefficients_kernel<P>(partials.data(), parts, channels, rows, variance.data(),
+                                    gamma.data(), static_cast<P>(eps), true, coefficients.data(),
+                                    dgamma.data(), dbeta.data());
+  });
+  run_grid(7 * kWarp, [&] {
+    backward_dx_kernel<T, std::int64_t>(dy.data(), x.data(), mean.data(), coefficients.data(),
+                                        total, channels, dx.data());
+  });
+
+  // The float64 reference, channel by channel.
+  // Each part's k rows, then the finish: parts / 32 per lane and 5 butterfly steps (in double: it
+  // counts only for float64 storage).
+  const double k = static_cast<double>((rows + parts - 1) / parts + (parts + 31) / 32 + 6);
+  const double u = std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+  const double sum_bound = 1.01 * k * u;
+  const double u_out = unit_of<T>();
+  const auto value = [](T v) { return static_cast<double>(to_compute(v)); };
+  for (std::int64_t c = 0; c < channels; ++c) {
+    // In long double (64-bit significand on x86-64): far more exact than float64 storage's sums.
+    long double sx = 0, ax = 0;
+    for (std::int64_t r = 0; r < rows; ++r) sx += value(x[r * channels + c]);
+    for (std::int64_t r = 0; r < rows; ++r) ax += std::abs(value(x[r * channels + c]));
+    const long double ml = sx / rows;
+    long double sd = 0, sg = 0, ag = 0, sgx = 0, agx = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const long double d = value(x[r * channels + c]) - ml, g = value(dy[r * channels + c]);
+      sd += d * d, sg += g, ag += std::abs(g), sgx += g * d, agx += std::abs(g * d);
+    }
+    const double m = static_cast<double>(ml);
+    const double var = static_cast<double>(sd / rows), inv = 1 / std::sqrt(var + eps);
+    ASSERT_TRUE(near("mean", c, mean[c], m, sum_bound * ax / rows + u * std::abs(m)));
+    // The kernel's variance also carries the mean's error e: sum (d - e)^2 / rows = var + e^2.
+    const double e = sum_bound * ax / rows + u * std::abs(m);
+    ASSERT_TRUE(near("variance", c, variance[c], var, sum_bound * var + e * e + 4 * u * var));
+    ASSERT_TRUE(near("dbeta", c, dbeta[c], sg, sum_bound * ag));
+    ASSERT_TRUE(near("dgamma", c, dgamma[c], sgx * inv,
+                     (sum_bound * agx + 2 * e * ag) * inv + 64 * u * std::abs(sgx * inv)));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = r * channels + c;
+      const double d = value(x[i]) - m;
+      const double y_ref = d * inv * gamma[c] + beta[c];
+      const double dx_ref =
+          gamma[c] * inv * (value(dy[i]) - sg / rows - d * sgx * inv * inv / rows);
+      ASSERT_TRUE(near("y", i, value(y[i]), y_ref,
+                       u_out * std::abs(y_ref) + 64 * u * (std::abs(y_ref) + 1)));
+      ASSERT_TRUE(near("dx", i, value(dx[i]), dx_ref,
+                       u_out * std::abs(dx_ref) + 64 * u * (std::abs(dx_ref) + 1)));
+    }
+  }
+}
+
+template <typename T>
+void expect_all(DType dtype) {
+  // (rows, channels): thousands of parts per channel (2^17 / 16 capped at the rows); 50 parts;
+  // 5 parts (most lanes idle); exactly 32 parts of 2 rows; 64 parts of 4 rows.
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
+      {3000, 16}, {50, 40}, {5, 3}, {64, 4096}, {256, 2048}};
+  std::uint32_t seed = 1;
+  for (const auto& [rows, channels] : shapes) expect_batch_norm<T>(dtype, rows, channels, seed++);
+}
+
+TEST(CudaBatchNormEmulationTest, Float32MatchesTheFormulas) { expect_all<float>(DType::float32); }
+TEST(CudaBatchNormEmulationTest, Float16MatchesTheFormulas) { expect_all<float16>(DType::float16); }
+TEST(CudaBatchNormEmulationTest, Bfloat16MatchesTheFormulas) {
+  expect_all<bfloat16>(DType::bfloat16);
+}
+TEST(CudaBatchNormEmulationTest, Float64MatchesTheFormulas) { expect_all<double>(DType::float64); }
+
+}  // namespace
+}  // namespace mixprec::cuda::kernels
