@@ -14,9 +14,9 @@
 // separate ops where it is null) and the three autocast_* entries (CPU only: autocast_matmul
 // composes cast + matmul where they are null) and channel_gate_backward (set by both backends: the
 // product's gradient composes mul and sum_to where it is null) and the three
-// batch_norm_activation_* entries (CPU only: the op composes batch norm and the activation where
-// they are null) and accumulate_gradient (CPU only: autograd adds out of place where it is null).
-// Every other entry is set by every backend.
+// batch_norm_activation_* entries (set by both backends: the op composes batch norm and the
+// activation where they are null) and accumulate_gradient (CPU only: autograd adds out of place
+// where it is null). Every other entry is set by every backend.
 #pragma once
 
 #include <cstdint>
@@ -194,7 +194,7 @@ struct NnKernels {
   BatchNormGradients (*batch_norm_backward)(const Tensor& dy, const Tensor& x, const Tensor& gamma,
                                             const Tensor& mean, const Tensor& variance,
                                             double epsilon, BatchNormStats stats);
-  // Capability (null: the op composes batch_norm_* and the activation; CUDA): batch normalization
+  // Capability (null: the op composes batch_norm_* and the activation): batch normalization
   // followed by the activation `act` (relu, relu6, sigmoid or silu) in one kernel, for float32,
   // float16 and bfloat16 x (float64 composes). Arguments, results and statistics as the entries
   // above; y = act(bn(x)). The backward takes dy of y and recomputes bn(x) from x, gamma, beta and

@@ -6,10 +6,17 @@
 // Tolerances: DESIGN §4's for y and the statistics (both sides sum in float with partial sums
 // added in double); the gradients through the batch statistics, dy - mean(dy) - xhat *
 // mean(dy * xhat), cancel, so they get 4x (16-bit: rounded inputs to the same formula).
+// The fused batch normalization + activation (ops/batch_norm_activation.h: relu, relu6, sigmoid,
+// silu) against the CPU's fused kernels, training and inference: the same float formulas, the
+// activations through each side's float math library (a few float32 ulps apart), so y gets the
+// dtype's tolerance scaled 4 and the gradients 4x as above.
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "gpu/gpu_support.h"
+#include "ops/batch_norm_activation.h"
 
 namespace mixprec::testing {
 namespace {
@@ -94,6 +101,66 @@ TEST(GpuBatchNormTest, InferenceMatchesTheCpu) {
           << "gradient of input " << k;
     }
   }
+}
+
+void expect_fused_matches(const Shape& shape, DType dtype, UnaryOp act, bool training) {
+  SCOPED_TRACE(shape.to_string() + " " + std::string(dtype_name(dtype)) + " " +
+               std::string(op_name(act)) + (training ? " training" : " inference"));
+  const std::int64_t c = shape[shape.rank() - 1];
+  const Tensor x = sample(shape, -2, 2, dtype, 11);
+  // A wide gamma so that relu6's upper kink is crossed too.
+  const Tensor gamma = sample({c}, 0.5, 5, DType::float32, 12);
+  const Tensor beta = sample({c}, -1, 1, DType::float32, 13);
+  const Tensor mean = sample({c}, -0.5, 0.5, DType::float32, 14);
+  const Tensor var = sample({c}, 0.5, 2, DType::float32, 15);
+  std::vector<Tensor> cpu_in = {x.detach(), gamma.detach(), beta.detach()};
+  for (Tensor& t : cpu_in) t.set_requires_grad(true);
+  const std::vector<Tensor> gpu_in = {on_gpu(x, true), on_gpu(gamma, true), on_gpu(beta, true)};
+  const double epsilon = 1e-3;
+  const auto run = [&](const std::vector<Tensor>& in, bool gpu) {
+    if (training) return ops::batch_norm_activation_training(in[0], in[1], in[2], epsilon, act).y;
+    return ops::batch_norm_activation_inference(in[0], in[1], in[2], gpu ? on_gpu(mean) : mean,
+                                                gpu ? on_gpu(var) : var, epsilon, act);
+  };
+  const Tensor y_cpu = run(cpu_in, false), y_gpu = run(gpu_in, true);
+  ASSERT_TRUE(matches(y_gpu, y_cpu, scaled(tolerance_for(dtype), 4))) << "y";
+  const Tensor weighting = sample(shape, 0.5, 1.5, dtype, 99);
+  const std::vector<Tensor> g_cpu = grad(y_cpu, cpu_in, weighting);
+  const std::vector<Tensor> g_gpu = grad(y_gpu, gpu_in, on_gpu(weighting));
+  ASSERT_EQ(g_gpu.size(), 3u);
+  for (std::size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(g_gpu[k].dtype(), cpu_in[k].dtype()) << "gradient " << k << " in its input's dtype";
+    EXPECT_TRUE(matches(g_gpu[k], g_cpu[k], scaled(tolerance_for(g_cpu[k].dtype()), 4)))
+        << "gradient of input " << k;
+  }
+}
+
+TEST(GpuBatchNormTest, FusedActivationMatchesTheCpuFusedKernels) {
+  MIXPREC_REQUIRE_GPU();
+  for (DType dtype : {DType::float32, DType::float16, DType::bfloat16}) {
+    for (UnaryOp act : {UnaryOp::relu, UnaryOp::relu6, UnaryOp::sigmoid, UnaryOp::silu}) {
+      for (bool training : {true, false}) {
+        expect_fused_matches({4, 5, 6, 7}, dtype, act, training);
+        expect_fused_matches({33, 3}, dtype, act, training);
+      }
+    }
+  }
+}
+
+TEST(GpuBatchNormTest, FusedActivationKeepsNaN) {
+  MIXPREC_REQUIRE_GPU();
+  // relu(NaN) is NaN in the fused op as in the unfused one: an overflow must reach the loss scaler.
+  std::vector<float> values(12, 1.0f);
+  values[5] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = on_gpu(from_vector(values, {4, 3}));
+  const Tensor ones = on_gpu(full({3}, 1.0, {.dtype = DType::float32}));
+  const Tensor zeros = on_gpu(full({3}, 0.0, {.dtype = DType::float32}));
+  const Tensor mean = on_gpu(full({3}, 0.0, {.dtype = DType::float32}));
+  const Tensor y =
+      on_cpu(ops::batch_norm_activation_inference(x, ones, zeros, mean, ones, 1e-3, UnaryOp::relu));
+  const std::vector<float> v = y.to_vector<float>();
+  EXPECT_TRUE(std::isnan(v[5]));
+  EXPECT_FALSE(std::isnan(v[4]));
 }
 
 TEST(GpuBatchNormTest, LayerWithoutCenterOrScaleRunsWhereItsInputIs) {

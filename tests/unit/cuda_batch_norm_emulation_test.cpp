@@ -3,17 +3,18 @@
 // work split (batch_norm_parts): training forward (partial sums, mean, variance and scale,
 // normalize) and backward (partial sums of dy and dy (x - mean), coefficients, dx). Shapes give
 // both many parts per channel (the warp finish adds thousands) and fewer parts than lanes. No GPU
-// needed.
+// needed. The fused batch normalization + activation (relu, relu6, sigmoid, silu) likewise.
 //
-// Oracle: the formulas in long double over the same rounded inputs (biased variance, as the CPU). The
-// statistics within the rigorous bound of a float summation of each part's k rows, 1.01 (k + 1) u M
-// (M the sum of the magnitudes, the double finish and one rounding to float inside it); y and dx,
-// which combine several such values, within u_T |ref| + 64 u32 (|ref| + 1): an indexing or ordering
-// bug gives errors of order one.
+// Oracle: the formulas in long double over the same rounded inputs (biased variance, as the CPU).
+// The statistics within the rigorous bound of a float summation of each part's k rows, 1.01 (k + 1)
+// u M (M the sum of the magnitudes, the double finish and one rounding to float inside it); y and
+// dx, which combine several such values, within u_T |ref| + 64 u32 (|ref| + 1): an indexing or
+// ordering bug gives errors of order one.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,8 +29,10 @@
 namespace mixprec::cuda::kernels {
 namespace {
 
+using batch_norm_kernels::Activation;
 using batch_norm_kernels::backward_coefficients_kernel;
 using batch_norm_kernels::backward_dx_kernel;
+using batch_norm_kernels::Identity;
 using batch_norm_kernels::mean_kernel;
 using batch_norm_kernels::normalize_kernel;
 using batch_norm_kernels::partial_sums_kernel;
@@ -54,12 +57,34 @@ double unit_of() {
          << what << "[" << i << "]: " << got << " vs " << ref << " (bound " << bound << ")";
 }
 
-template <typename T>
-void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, std::uint32_t seed) {
+// The reference activation and its derivative in long double; relu and relu6 take their
+// derivative's branch from the kernel's own float pre-activation (an exact pre-activation on the
+// other side of the kink would differ by the whole gradient, which says nothing about indexing).
+struct Reference {
+  std::optional<UnaryOp> act;
+  long double value(long double pre) const {
+    if (!act) return pre;
+    return kernel_math::unary_value(*act, static_cast<double>(pre));
+  }
+  long double derivative(long double pre, double pre_kernel) const {
+    if (!act) return 1;
+    if (*act == UnaryOp::relu || *act == UnaryOp::relu6) {
+      return kernel_math::unary_derivative(*act, pre_kernel, 0.0);
+    }
+    const double v = static_cast<double>(pre);
+    return kernel_math::unary_derivative(*act, v, kernel_math::unary_value(*act, v));
+  }
+};
+
+// Act: the kernels' Identity or Activation<A>; act the same for the reference.
+template <typename T, typename Act>
+void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, std::uint32_t seed,
+                       std::optional<UnaryOp> act) {
   using P = compute_t<T>;
   const std::int64_t parts = batch_norm_parts(rows, channels);
   SCOPED_TRACE(std::string(dtype_name(dtype)) + " rows " + std::to_string(rows) + " channels " +
-               std::to_string(channels) + ", " + std::to_string(parts) + " parts");
+               std::to_string(channels) + ", " + std::to_string(parts) + " parts, activation " +
+               (act ? std::string(op_name(*act)) : std::string("none")));
   const std::int64_t total = rows * channels;
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -69,7 +94,10 @@ void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, st
     x[i] = from_compute<T>(static_cast<P>(3.0f + dist(gen)));  // off-centre: |mean| > std
     dy[i] = from_compute<T>(static_cast<P>(dist(gen)));
   }
-  for (std::int64_t c = 0; c < channels; ++c) gamma[c] = 1 + dist(gen), beta[c] = dist(gen);
+  // relu6's upper kink needs pre-activations above 6: a few channels get a large gamma.
+  for (std::int64_t c = 0; c < channels; ++c) {
+    gamma[c] = (c % 4 == 3 ? 8 : 1) + dist(gen), beta[c] = dist(gen);
+  }
   const double eps = 1e-3;
 
   // Forward, in batch_norm.cu's order.
@@ -92,14 +120,14 @@ void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, st
                     static_cast<P>(eps), scale.data());
   });
   run_grid(7 * kWarp, [&] {
-    normalize_kernel<T, std::int32_t>(x.data(), mean.data(), scale.data(), beta.data(),
-                                      static_cast<std::int32_t>(total),
-                                      static_cast<std::int32_t>(channels), y.data());
+    normalize_kernel<T, std::int32_t, Act>(x.data(), mean.data(), scale.data(), beta.data(),
+                                           static_cast<std::int32_t>(total),
+                                           static_cast<std::int32_t>(channels), y.data());
   });
-  // Backward with batch statistics.
+  // Backward with batch statistics (the fused activation's from the forward's scale and beta).
   run_grid(exact_grid(parts * channels), [&] {
-    partial_sums_kernel<T>(Sums::gradient, x.data(), dy.data(), mean.data(), rows, channels, parts,
-                           partials.data());
+    partial_sums_kernel<T, Act>(Sums::gradient, x.data(), dy.data(), mean.data(), rows, channels,
+                                parts, partials.data(), scale.data(), beta.data());
   });
   run_grid(finish_grid, [&] {
     backward_coefficients_kernel<P>(partials.data(), parts, channels, rows, variance.data(),
@@ -107,17 +135,21 @@ void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, st
                                     dgamma.data(), dbeta.data());
   });
   run_grid(7 * kWarp, [&] {
-    backward_dx_kernel<T, std::int64_t>(dy.data(), x.data(), mean.data(), coefficients.data(),
-                                        total, channels, dx.data());
+    backward_dx_kernel<T, std::int64_t, Act>(dy.data(), x.data(), mean.data(), coefficients.data(),
+                                             total, channels, dx.data(), scale.data(), beta.data());
   });
 
-  // The float64 reference, channel by channel.
+  // The reference, channel by channel.
   // Each part's k rows, then the finish: parts / 32 per lane and 5 butterfly steps (in double: it
   // counts only for float64 storage).
   const double k = static_cast<double>((rows + parts - 1) / parts + (parts + 31) / 32 + 6);
   const double u = std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
   const double sum_bound = 1.01 * k * u;
   const double u_out = unit_of<T>();
+  const Reference ref{act};
+  // A smooth activation's derivative is evaluated at the kernel's float pre-activation, a few ulps
+  // from the exact one, with the float math library: a relative error of some u32 per term.
+  const double term_error = act ? 64 * std::ldexp(1.0, -24) : 0.0;
   const auto value = [](T v) { return static_cast<double>(to_compute(v)); };
   for (std::int64_t c = 0; c < channels; ++c) {
     // In long double (64-bit significand on x86-64): far more exact than float64 storage's sums.
@@ -125,30 +157,48 @@ void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, st
     for (std::int64_t r = 0; r < rows; ++r) sx += value(x[r * channels + c]);
     for (std::int64_t r = 0; r < rows; ++r) ax += std::abs(value(x[r * channels + c]));
     const long double ml = sx / rows;
-    long double sd = 0, sg = 0, ag = 0, sgx = 0, agx = 0;
+    long double sd = 0;
     for (std::int64_t r = 0; r < rows; ++r) {
-      const long double d = value(x[r * channels + c]) - ml, g = value(dy[r * channels + c]);
-      sd += d * d, sg += g, ag += std::abs(g), sgx += g * d, agx += std::abs(g * d);
+      const long double d = value(x[r * channels + c]) - ml;
+      sd += d * d;
     }
-    const double m = static_cast<double>(ml);
-    const double var = static_cast<double>(sd / rows), inv = 1 / std::sqrt(var + eps);
+    const long double var = sd / rows, inv = 1 / std::sqrt(var + static_cast<long double>(eps));
+    const auto pre_kernel = [&](std::int64_t i) {  // the kernels' own float expression
+      return static_cast<double>((to_compute(x[i]) - mean[c]) * scale[c] + beta[c]);
+    };
+    long double sg = 0, ag = 0, sgx = 0, agx = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = r * channels + c;
+      const long double d = value(x[i]) - ml;
+      const long double g =
+          value(dy[i]) * ref.derivative(d * inv * gamma[c] + beta[c], pre_kernel(i));
+      sg += g, ag += std::abs(g), sgx += g * d, agx += std::abs(g * d);
+    }
+    const double m = static_cast<double>(ml), v = static_cast<double>(var);
     ASSERT_TRUE(near("mean", c, mean[c], m, sum_bound * ax / rows + u * std::abs(m)));
     // The kernel's variance also carries the mean's error e: sum (d - e)^2 / rows = var + e^2.
     const double e = sum_bound * ax / rows + u * std::abs(m);
-    ASSERT_TRUE(near("variance", c, variance[c], var, sum_bound * var + e * e + 4 * u * var));
-    ASSERT_TRUE(near("dbeta", c, dbeta[c], sg, sum_bound * ag));
-    ASSERT_TRUE(near("dgamma", c, dgamma[c], sgx * inv,
-                     (sum_bound * agx + 2 * e * ag) * inv + 64 * u * std::abs(sgx * inv)));
+    ASSERT_TRUE(near("variance", c, variance[c], v, sum_bound * v + e * e + 4 * u * v));
+    const double ag_d = static_cast<double>(ag), agx_d = static_cast<double>(agx);
+    const double inv_d = static_cast<double>(inv);
+    ASSERT_TRUE(
+        near("dbeta", c, dbeta[c], static_cast<double>(sg), (sum_bound + term_error) * ag_d));
+    ASSERT_TRUE(near("dgamma", c, dgamma[c], static_cast<double>(sgx * inv),
+                     ((sum_bound + term_error) * agx_d + 2 * e * ag_d) * inv_d +
+                         64 * u * std::abs(static_cast<double>(sgx * inv))));
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t i = r * channels + c;
-      const double d = value(x[i]) - m;
-      const double y_ref = d * inv * gamma[c] + beta[c];
+      const long double d = value(x[i]) - ml, pre = d * inv * gamma[c] + beta[c];
+      const double y_ref = static_cast<double>(ref.value(pre));
+      const long double dz = value(dy[i]) * ref.derivative(pre, pre_kernel(i));
       const double dx_ref =
-          gamma[c] * inv * (value(dy[i]) - sg / rows - d * sgx * inv * inv / rows);
-      ASSERT_TRUE(near("y", i, value(y[i]), y_ref,
-                       u_out * std::abs(y_ref) + 64 * u * (std::abs(y_ref) + 1)));
+          static_cast<double>(gamma[c] * inv * (dz - sg / rows - d * sgx * inv * inv / rows));
+      ASSERT_TRUE(
+          near("y", i, value(y[i]), y_ref,
+               u_out * std::abs(y_ref) + 64 * u * (std::abs(static_cast<double>(pre)) + 1)));
       ASSERT_TRUE(near("dx", i, value(dx[i]), dx_ref,
-                       u_out * std::abs(dx_ref) + 64 * u * (std::abs(dx_ref) + 1)));
+                       u_out * std::abs(dx_ref) +
+                           (64 * u + term_error) * (std::abs(dx_ref) + gamma[c] * inv_d + 1)));
     }
   }
 }
@@ -160,7 +210,23 @@ void expect_all(DType dtype) {
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
       {3000, 16}, {50, 40}, {5, 3}, {64, 4096}, {256, 2048}};
   std::uint32_t seed = 1;
-  for (const auto& [rows, channels] : shapes) expect_batch_norm<T>(dtype, rows, channels, seed++);
+  for (const auto& [rows, channels] : shapes) {
+    expect_batch_norm<T, Identity>(dtype, rows, channels, seed++, std::nullopt);
+  }
+}
+
+// The fused activations (not for float64, which composes them), on two shapes.
+template <typename T>
+void expect_fused(DType dtype) {
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{3000, 16}, {50, 40}};
+  std::uint32_t seed = 100;
+  for (const auto& [rows, channels] : shapes) {
+    expect_batch_norm<T, Activation<UnaryOp::relu>>(dtype, rows, channels, seed++, UnaryOp::relu);
+    expect_batch_norm<T, Activation<UnaryOp::relu6>>(dtype, rows, channels, seed++, UnaryOp::relu6);
+    expect_batch_norm<T, Activation<UnaryOp::sigmoid>>(dtype, rows, channels, seed++,
+                                                       UnaryOp::sigmoid);
+    expect_batch_norm<T, Activation<UnaryOp::silu>>(dtype, rows, channels, seed++, UnaryOp::silu);
+  }
 }
 
 TEST(CudaBatchNormEmulationTest, Float32MatchesTheFormulas) { expect_all<float>(DType::float32); }
@@ -169,6 +235,11 @@ TEST(CudaBatchNormEmulationTest, Bfloat16MatchesTheFormulas) {
   expect_all<bfloat16>(DType::bfloat16);
 }
 TEST(CudaBatchNormEmulationTest, Float64MatchesTheFormulas) { expect_all<double>(DType::float64); }
+TEST(CudaBatchNormEmulationTest, FusedActivationsMatchTheFormulas) {
+  expect_fused<float>(DType::float32);
+  expect_fused<float16>(DType::float16);
+  expect_fused<bfloat16>(DType::bfloat16);
+}
 
 }  // namespace
 }  // namespace mixprec::cuda::kernels

@@ -8,6 +8,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
 #include "backend/nn_kernels.h"
+#include "core/op_kinds.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 
@@ -41,10 +42,25 @@ Tensor scratch(std::int64_t n, DType stat, Device device) {
   return core::make_tensor(Shape{n > 0 ? n : 1}, stat, device);
 }
 
-}  // namespace
+// The fused op's activation as the kernels name it; the op layer sends only these four.
+kernels::BnActivation fused_activation(const char* op, DType dtype, UnaryOp act) {
+  if (dtype != DType::float32 && dtype != DType::float16 && dtype != DType::bfloat16) {
+    throw DTypeError(std::string(op) + ": x must be float32, float16 or bfloat16, got " +
+                     std::string(dtype_name(dtype)));
+  }
+  switch (act) {
+    case UnaryOp::relu: return kernels::BnActivation::relu;
+    case UnaryOp::relu6: return kernels::BnActivation::relu6;
+    case UnaryOp::sigmoid: return kernels::BnActivation::sigmoid;
+    case UnaryOp::silu: return kernels::BnActivation::silu;
+    default:
+      throw ValueError(std::string(op) + ": no fused kernel for the activation " +
+                       std::string(op_name(act)));
+  }
+}
 
-BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,
-                                            const Tensor& beta, double epsilon) {
+BatchNormTrainingResult training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                 double epsilon, kernels::BnActivation act) {
   const Rows r = rows_of(x);
   if (r.m == 0) throw ValueError("cuda::batch_norm_training: no rows to take statistics over");
   const DType stat = stat_dtype(x.dtype());
@@ -64,12 +80,12 @@ BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma
                                r.m, r.c, partials.data_ptr(), out.variance.data_ptr(),
                                scale.data_ptr(), scope.stream());
   kernels::batch_norm_normalize(x.dtype(), xc.data_ptr(), out.mean.data_ptr(), scale.data_ptr(),
-                                b.data_ptr(), r.m, r.c, out.y.data_ptr(), scope.stream());
+                                b.data_ptr(), r.m, r.c, out.y.data_ptr(), scope.stream(), act);
   return out;
 }
 
-Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                            const Tensor& mean, const Tensor& variance, double epsilon) {
+Tensor inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
+                 const Tensor& variance, double epsilon, kernels::BnActivation act) {
   const Rows r = rows_of(x);
   const DType stat = stat_dtype(x.dtype());
   const Device device = x.device();
@@ -83,15 +99,16 @@ Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& 
   kernels::batch_norm_scale(x.dtype(), v.data_ptr(), g.data_ptr(), epsilon, r.c, scale.data_ptr(),
                             scope.stream());
   kernels::batch_norm_normalize(x.dtype(), xc.data_ptr(), m.data_ptr(), scale.data_ptr(),
-                                b.data_ptr(), r.m, r.c, y.data_ptr(), scope.stream());
+                                b.data_ptr(), r.m, r.c, y.data_ptr(), scope.stream(), act);
   return y;
 }
 
-BatchNormGradients batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
-                                       const Tensor& mean, const Tensor& variance, double epsilon,
-                                       BatchNormStats statistics) {
+// beta: only with a fused activation (its pre-activation is recomputed from x).
+BatchNormGradients backward(const char* op, const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                            const Tensor& beta, const Tensor& mean, const Tensor& variance,
+                            double epsilon, BatchNormStats statistics, kernels::BnActivation act) {
   if (dy.dtype() != x.dtype() || dy.shape() != x.shape() || !(dy.device() == x.device())) {
-    throw Error("cuda::batch_norm_backward: the gradient must have x's shape, dtype and device");
+    throw Error(std::string(op) + ": the gradient must have x's shape, dtype and device");
   }
   const Rows r = rows_of(x);
   const DType stat = stat_dtype(x.dtype());
@@ -112,11 +129,62 @@ BatchNormGradients batch_norm_backward(const Tensor& dy, const Tensor& x, const 
   const Tensor g = as_stat(gamma, stat), m = as_stat(mean, stat), v = as_stat(variance, stat);
   Tensor partials = scratch(2 * kernels::batch_norm_parts(r.m, r.c) * r.c, stat, device);
   Tensor coefficients = scratch(3 * r.c, stat, device);
-  kernels::batch_norm_backward(x.dtype(), gc.data_ptr(), xc.data_ptr(), m.data_ptr(), v.data_ptr(),
-                               g.data_ptr(), epsilon, statistics == BatchNormStats::batch, r.m, r.c,
-                               partials.data_ptr(), coefficients.data_ptr(), out.dgamma.data_ptr(),
-                               out.dbeta.data_ptr(), out.dx.data_ptr(), scope.stream());
+  Tensor scale, b;
+  if (act != kernels::BnActivation::none) {  // the forward's scale, for the pre-activation
+    scale = scratch(r.c, stat, device);
+    b = as_stat(beta, stat);
+    kernels::batch_norm_scale(x.dtype(), v.data_ptr(), g.data_ptr(), epsilon, r.c, scale.data_ptr(),
+                              scope.stream());
+  }
+  kernels::batch_norm_backward(
+      x.dtype(), gc.data_ptr(), xc.data_ptr(), m.data_ptr(), v.data_ptr(), g.data_ptr(), epsilon,
+      statistics == BatchNormStats::batch, r.m, r.c, partials.data_ptr(), coefficients.data_ptr(),
+      out.dgamma.data_ptr(), out.dbeta.data_ptr(), out.dx.data_ptr(), scope.stream(), act,
+      scale.defined() ? scale.data_ptr() : nullptr, b.defined() ? b.data_ptr() : nullptr);
   return out;
+}
+
+}  // namespace
+
+BatchNormTrainingResult batch_norm_training(const Tensor& x, const Tensor& gamma,
+                                            const Tensor& beta, double epsilon) {
+  return training(x, gamma, beta, epsilon, kernels::BnActivation::none);
+}
+
+Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                            const Tensor& mean, const Tensor& variance, double epsilon) {
+  return inference(x, gamma, beta, mean, variance, epsilon, kernels::BnActivation::none);
+}
+
+BatchNormGradients batch_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& mean, const Tensor& variance, double epsilon,
+                                       BatchNormStats statistics) {
+  return backward("cuda::batch_norm_backward", dy, x, gamma, Tensor(), mean, variance, epsilon,
+                  statistics, kernels::BnActivation::none);
+}
+
+BatchNormTrainingResult batch_norm_activation_training(const Tensor& x, const Tensor& gamma,
+                                                       const Tensor& beta, double epsilon,
+                                                       UnaryOp act) {
+  return training(x, gamma, beta, epsilon,
+                  fused_activation("cuda::batch_norm_activation_training", x.dtype(), act));
+}
+
+Tensor batch_norm_activation_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& mean, const Tensor& variance, double epsilon,
+                                       UnaryOp act) {
+  return inference(x, gamma, beta, mean, variance, epsilon,
+                   fused_activation("cuda::batch_norm_activation_inference", x.dtype(), act));
+}
+
+BatchNormGradients batch_norm_activation_backward(const Tensor& dy, const Tensor& x,
+                                                  const Tensor& gamma, const Tensor& beta,
+                                                  const Tensor& mean, const Tensor& variance,
+                                                  double epsilon, BatchNormStats statistics,
+                                                  UnaryOp act) {
+  constexpr const char* op = "cuda::batch_norm_activation_backward";
+  return backward(op, dy, x, gamma, beta, mean, variance, epsilon, statistics,
+                  fused_activation(op, x.dtype(), act));
 }
 
 }  // namespace mixprec::cuda

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "core/op_kinds.h"
 #include "mixprec/dtype.h"
 #include "mixprec/tensor.h"
 
@@ -41,6 +42,22 @@ BatchNormGradients batch_norm_backward(const Tensor& dy, const Tensor& x, const 
                                        const Tensor& mean, const Tensor& variance, double epsilon,
                                        BatchNormStats statistics);
 
+// The fused batch normalization + activation (NnKernels::batch_norm_activation_*): y = act(bn(x))
+// with pre = bn(x) and act(pre) in float32, rounded once; the backward recomputes pre from x (the
+// CPU's fused kernels' arithmetic, cpu/batch_norm_activation.h). x float32, float16 or bfloat16
+// (DTypeError otherwise); act relu, relu6, sigmoid or silu (ValueError otherwise).
+BatchNormTrainingResult batch_norm_activation_training(const Tensor& x, const Tensor& gamma,
+                                                       const Tensor& beta, double epsilon,
+                                                       UnaryOp act);
+Tensor batch_norm_activation_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                       const Tensor& mean, const Tensor& variance, double epsilon,
+                                       UnaryOp act);
+BatchNormGradients batch_norm_activation_backward(const Tensor& dy, const Tensor& x,
+                                                  const Tensor& gamma, const Tensor& beta,
+                                                  const Tensor& mean, const Tensor& variance,
+                                                  double epsilon, BatchNormStats statistics,
+                                                  UnaryOp act);
+
 // The kernel launchers (kernels/*.cu), in builds with the CUDA backend only.
 #if MIXPREC_HAVE_CUDA
 namespace kernels {
@@ -59,18 +76,25 @@ void batch_norm_variance(DType dtype, const void* x, const void* mean, const voi
 // scale[c] = gamma / sqrt(variance + epsilon) from given statistics.
 void batch_norm_scale(DType dtype, const void* variance, const void* gamma, double epsilon,
                       std::int64_t channels, void* scale, cudaStream_t s);
-// y = (x - mean) * scale + beta, rounded once.
+// The activation fused after the normalization (the fused op, batch_norm_activation_*): none for
+// plain batch normalization. Fused activations are for float32, float16 and bfloat16 x.
+enum class BnActivation { none, relu, relu6, sigmoid, silu };
+
+// y = act((x - mean) * scale + beta), computed in P, rounded once.
 void batch_norm_normalize(DType dtype, const void* x, const void* mean, const void* scale,
                           const void* beta, std::int64_t rows, std::int64_t channels, void* y,
-                          cudaStream_t s);
-// dbeta = sum(dy), dgamma = sum(dy (x - mean)) inv_std, and
-// dx = gamma inv_std (dy - a - (x - mean) b) with a = dbeta / M, b = sum(dy (x - mean)) inv_std^2 /
+                          cudaStream_t s, BnActivation act = BnActivation::none);
+// dbeta = sum(dz), dgamma = sum(dz (x - mean)) inv_std, and
+// dx = gamma inv_std (dz - a - (x - mean) b) with a = dbeta / M, b = sum(dz (x - mean)) inv_std^2 /
 // M for batch statistics, a = b = 0 for moving ones. `coefficients`: 3 * C values of P.
+// dz = dy, or with a fused activation dz = dy * act'((x - mean) * scale + beta) (scale and beta
+// of P, C each: batch_norm_scale's scale and the forward's beta), never rounded.
 void batch_norm_backward(DType dtype, const void* dy, const void* x, const void* mean,
                          const void* variance, const void* gamma, double epsilon,
                          bool batch_statistics, std::int64_t rows, std::int64_t channels,
                          void* partials, void* coefficients, void* dgamma, void* dbeta, void* dx,
-                         cudaStream_t s);
+                         cudaStream_t s, BnActivation act = BnActivation::none,
+                         const void* scale = nullptr, const void* beta = nullptr);
 
 }  // namespace kernels
 #endif  // MIXPREC_HAVE_CUDA

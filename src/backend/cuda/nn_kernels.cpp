@@ -125,9 +125,9 @@ const NnKernels kNnKernels{
     .batch_norm_training = cuda::batch_norm_training,
     .batch_norm_inference = cuda::batch_norm_inference,
     .batch_norm_backward = cuda::batch_norm_backward,
-    .batch_norm_activation_training = nullptr,  // the op composes batch norm and the activation
-    .batch_norm_activation_inference = nullptr,
-    .batch_norm_activation_backward = nullptr,
+    .batch_norm_activation_training = cuda::batch_norm_activation_training,
+    .batch_norm_activation_inference = cuda::batch_norm_activation_inference,
+    .batch_norm_activation_backward = cuda::batch_norm_activation_backward,
     .channel_gate_backward = cuda::channel_gate_backward,
     .accumulate_gradient = nullptr,  // autograd adds out of place
     .zero_pad2d = pad_entry,

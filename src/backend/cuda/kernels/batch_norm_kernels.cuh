@@ -2,23 +2,60 @@
 // their own so that a host emulation can run them on the CPU
 // (tests/unit/cuda_batch_norm_emulation_test.cpp): they use only the names that
 // depthwise_kernels.cuh lists, plus sqrt, defined by common.cuh (CUDA's) for the device and by
-// tests/support/cuda_host_emulation.h for the host. Include after one of those two headers.
+// tests/support/cuda_host_emulation.h for the host, and the elementwise kernels' per-element
+// activations (kernel_math). Include after one of those two headers.
 #pragma once
 
 #include <cstdint>
 
+#include "backend/kernel_math/elementwise_math.h"
+#include "core/op_kinds.h"
+
 namespace mixprec::cuda::kernels::batch_norm_kernels {
 
-// Quantities summed per channel: x; (x - mean)^2; dy and dy (x - mean) (two outputs).
+// What follows the normalization: Identity (plain batch normalization) or Activation<A> (the
+// fused batch normalization + activation, A relu, relu6, sigmoid or silu), applied to the
+// pre-activation pre = (x - mean) * scale + beta in the statistics type with the elementwise
+// kernels' value and derivative (as the CPU's fused kernels: pre and act(pre) in float, y rounded
+// once; the backward's dz = dy * act'(pre) never rounded).
+struct Identity {
+  static constexpr bool kFused = false;
+  template <typename P>
+  __device__ __forceinline__ static P value(P pre) {
+    return pre;
+  }
+  template <typename P>
+  __device__ __forceinline__ static P derivative(P) {
+    return P(1);
+  }
+};
+
+template <UnaryOp A>
+struct Activation {
+  static constexpr bool kFused = true;
+  template <typename P>
+  __device__ __forceinline__ static P value(P pre) {
+    return kernel_math::unary_value(A, pre);
+  }
+  template <typename P>
+  __device__ __forceinline__ static P derivative(P pre) {
+    return kernel_math::unary_derivative(A, pre, kernel_math::unary_value(A, pre));
+  }
+};
+
+// Quantities summed per channel: x; (x - mean)^2; dz and dz (x - mean) (two outputs), with
+// dz = dy * Act::derivative(pre) (dy itself for Identity; scale and shift are read only then).
 enum class Sums { x, squared_deviation, gradient };
 
 // Thread t = p * C + c sums rows p, p + parts, ...: at step k it reads element t + k * parts * C,
 // so a warp reads consecutive addresses. partials[t] (and partials[parts * C + t] for `gradient`).
-template <typename T>
+template <typename T, typename Act = Identity>
 __global__ void partial_sums_kernel(Sums what, const T* __restrict__ x, const T* __restrict__ dy,
                                     const compute_t<T>* __restrict__ mean, std::int64_t rows,
                                     std::int64_t channels, std::int64_t parts,
-                                    compute_t<T>* __restrict__ partials) {
+                                    compute_t<T>* __restrict__ partials,
+                                    const compute_t<T>* __restrict__ scale = nullptr,
+                                    const compute_t<T>* __restrict__ shift = nullptr) {
   using P = compute_t<T>;
   const std::int64_t t = global_thread();
   const std::int64_t width = parts * channels;
@@ -27,6 +64,8 @@ __global__ void partial_sums_kernel(Sums what, const T* __restrict__ x, const T*
   const std::int64_t total = rows * channels;
   P s0 = P(0), s1 = P(0);
   const P m = mean != nullptr ? mean[c] : P(0);
+  P k = P(0), b = P(0);
+  if constexpr (Act::kFused) k = scale[c], b = shift[c];
   for (std::int64_t i = t; i < total; i += width) {
     const P v = to_compute(x[i]);
     if (what == Sums::x) {
@@ -35,7 +74,8 @@ __global__ void partial_sums_kernel(Sums what, const T* __restrict__ x, const T*
       const P d = v - m;
       s0 += d * d;
     } else {
-      const P g = to_compute(dy[i]);
+      P g = to_compute(dy[i]);
+      if constexpr (Act::kFused) g *= Act::derivative((v - m) * k + b);
       s0 += g;
       s1 += g * (v - m);
     }
@@ -86,9 +126,10 @@ __global__ void scale_kernel(const P* __restrict__ partials, std::int64_t parts,
   if (writer) scale[c] = inv * gamma[c];
 }
 
-// I: the index type, 32-bit when the tensor allows (the per-element channel modulo is most of
-// the arithmetic of these memory-bound kernels, and 64-bit division is several times slower).
-template <typename T, typename I>
+// y = Act::value((x - mean) * scale + beta), rounded once. I: the index type, 32-bit when the
+// tensor allows (the per-element channel modulo is most of the arithmetic of these memory-bound
+// kernels, and 64-bit division is several times slower).
+template <typename T, typename I, typename Act = Identity>
 __global__ void normalize_kernel(const T* __restrict__ x, const compute_t<T>* __restrict__ mean,
                                  const compute_t<T>* __restrict__ scale,
                                  const compute_t<T>* __restrict__ beta, I total, I channels,
@@ -96,7 +137,7 @@ __global__ void normalize_kernel(const T* __restrict__ x, const compute_t<T>* __
   for (I i = static_cast<I>(global_thread()); i < total; i += static_cast<I>(grid_threads())) {
     const I c = i % channels;
     // (x - mean) first: with |mean| >> std, x * scale + (beta - mean * scale) would cancel.
-    y[i] = from_compute<T>((to_compute(x[i]) - mean[c]) * scale[c] + beta[c]);
+    y[i] = from_compute<T>(Act::value((to_compute(x[i]) - mean[c]) * scale[c] + beta[c]));
   }
 }
 
@@ -124,16 +165,23 @@ __global__ void backward_coefficients_kernel(const P* __restrict__ partials, std
       batch_statistics ? static_cast<P>(sum_gx * inv * inv / double(rows)) : P(0);
 }
 
-template <typename T, typename I>
+// dx = k (dz - a - (x - mean) b), dz = dy * Act::derivative(pre) recomputed from x (scale and
+// shift read only for a fused activation).
+template <typename T, typename I, typename Act = Identity>
 __global__ void backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                    const compute_t<T>* __restrict__ mean,
                                    const compute_t<T>* __restrict__ coefficients, I total,
-                                   I channels, T* __restrict__ dx) {
+                                   I channels, T* __restrict__ dx,
+                                   const compute_t<T>* __restrict__ scale = nullptr,
+                                   const compute_t<T>* __restrict__ shift = nullptr) {
   using P = compute_t<T>;
   for (I i = static_cast<I>(global_thread()); i < total; i += static_cast<I>(grid_threads())) {
     const I c = i % channels;
     const P k = coefficients[c], a = coefficients[channels + c], b = coefficients[2 * channels + c];
-    dx[i] = from_compute<T>(k * (to_compute(dy[i]) - a - (to_compute(x[i]) - mean[c]) * b));
+    const P d = to_compute(x[i]) - mean[c];
+    P g = to_compute(dy[i]);
+    if constexpr (Act::kFused) g *= Act::derivative(d * scale[c] + shift[c]);
+    dx[i] = from_compute<T>(k * (g - a - d * b));
   }
 }
 
