@@ -76,130 +76,154 @@ struct Reference {
   }
 };
 
+// One case's inputs and everything the kernels write.
+template <typename T>
+struct Case {
+  using P = compute_t<T>;
+  std::int64_t rows = 0, channels = 0, parts = 0;
+  double eps = 1e-3;
+  std::vector<T> x, dy, y, dx;
+  std::vector<P> gamma, beta, partials, mean, variance, scale, coefficients, dgamma, dbeta;
+
+  Case(std::int64_t r, std::int64_t c, std::uint32_t seed)
+      : rows(r), channels(c), parts(batch_norm_parts(r, c)) {
+    const std::int64_t total = rows * channels;
+    std::mt19937 gen(seed);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    x.resize(total), dy.resize(total), y.resize(total), dx.resize(total);
+    for (std::int64_t i = 0; i < total; ++i) {
+      x[i] = from_compute<T>(static_cast<P>(3.0f + dist(gen)));  // off-centre: |mean| > std
+      dy[i] = from_compute<T>(static_cast<P>(dist(gen)));
+    }
+    gamma.resize(channels), beta.resize(channels);
+    // relu6's upper kink needs pre-activations above 6: a few channels get a large gamma.
+    for (std::int64_t k = 0; k < channels; ++k) {
+      gamma[k] = (k % 4 == 3 ? 8 : 1) + dist(gen), beta[k] = dist(gen);
+    }
+    partials.assign(2 * parts * channels, P(1e30));  // poisoned: every read slot is written
+    mean.resize(channels), variance.resize(channels), scale.resize(channels);
+    coefficients.resize(3 * channels), dgamma.resize(channels), dbeta.resize(channels);
+  }
+};
+
+// The training forward and the backward with batch statistics, in batch_norm.cu's order and work
+// split (the fused activation's backward from the forward's scale and beta).
+template <typename T, typename Act>
+void run_kernels(Case<T>& k) {
+  using P = compute_t<T>;
+  const std::int64_t rows = k.rows, channels = k.channels, parts = k.parts;
+  const std::int64_t total = rows * channels;
+  const std::int64_t sums_grid = exact_grid(parts * channels);
+  const std::int64_t finish_grid = exact_grid(channels * kWarp);
+  run_grid(sums_grid, [&] {
+    partial_sums_kernel<T>(Sums::x, k.x.data(), nullptr, nullptr, rows, channels, parts,
+                           k.partials.data());
+  });
+  run_grid(finish_grid,
+           [&] { mean_kernel<P>(k.partials.data(), parts, channels, rows, k.mean.data()); });
+  run_grid(sums_grid, [&] {
+    partial_sums_kernel<T>(Sums::squared_deviation, k.x.data(), nullptr, k.mean.data(), rows,
+                           channels, parts, k.partials.data());
+  });
+  run_grid(finish_grid, [&] {
+    scale_kernel<P>(k.partials.data(), parts, channels, rows, k.variance.data(), k.gamma.data(),
+                    static_cast<P>(k.eps), k.scale.data());
+  });
+  run_grid(7 * kWarp, [&] {
+    normalize_kernel<T, std::int32_t, Act>(k.x.data(), k.mean.data(), k.scale.data(), k.beta.data(),
+                                           static_cast<std::int32_t>(total),
+                                           static_cast<std::int32_t>(channels), k.y.data());
+  });
+  run_grid(sums_grid, [&] {
+    partial_sums_kernel<T, Act>(Sums::gradient, k.x.data(), k.dy.data(), k.mean.data(), rows,
+                                channels, parts, k.partials.data(), k.scale.data(), k.beta.data());
+  });
+  run_grid(finish_grid, [&] {
+    backward_coefficients_kernel<P>(k.partials.data(), parts, channels, rows, k.variance.data(),
+                                    k.gamma.data(), static_cast<P>(k.eps), true,
+                                    k.coefficients.data(), k.dgamma.data(), k.dbeta.data());
+  });
+  run_grid(7 * kWarp, [&] {
+    backward_dx_kernel<T, std::int64_t, Act>(k.dy.data(), k.x.data(), k.mean.data(),
+                                             k.coefficients.data(), total, channels, k.dx.data(),
+                                             k.scale.data(), k.beta.data());
+  });
+}
+
+// Channel c of a run against the reference, in long double (64-bit significand on x86-64: far
+// more exact than float64 storage's sums).
+template <typename T>
+void expect_channel(const Case<T>& k, std::int64_t c, const Reference& ref) {
+  const std::int64_t rows = k.rows, channels = k.channels;
+  // Each part's k rows, then the finish: parts / 32 per lane and 5 butterfly steps (in double: it
+  // counts only for float64 storage).
+  const double terms =
+      static_cast<double>((rows + k.parts - 1) / k.parts + (k.parts + 31) / 32 + 6);
+  const double u = std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+  const double sum_bound = 1.01 * terms * u, u_out = unit_of<T>();
+  // A smooth activation's derivative is evaluated at the kernel's float pre-activation, a few ulps
+  // from the exact one, with the float math library: a relative error of some u32 per term.
+  const double term_error = ref.act ? 64 * std::ldexp(1.0, -24) : 0.0;
+  const auto value = [](T v) { return static_cast<double>(to_compute(v)); };
+  const auto at = [&](std::int64_t r) { return r * channels + c; };
+  long double sx = 0, ax = 0, sd = 0;
+  for (std::int64_t r = 0; r < rows; ++r)
+    sx += value(k.x[at(r)]), ax += std::abs(value(k.x[at(r)]));
+  const long double ml = sx / rows;
+  for (std::int64_t r = 0; r < rows; ++r) sd += (value(k.x[at(r)]) - ml) * (value(k.x[at(r)]) - ml);
+  const long double var = sd / rows, inv = 1 / std::sqrt(var + static_cast<long double>(k.eps));
+  const auto pre_kernel = [&](std::int64_t i) {  // the kernels' own float expression
+    return static_cast<double>((to_compute(k.x[i]) - k.mean[c]) * k.scale[c] + k.beta[c]);
+  };
+  const auto pre_exact = [&](std::int64_t i) {
+    return (value(k.x[i]) - ml) * inv * k.gamma[c] + k.beta[c];
+  };
+  long double sg = 0, ag = 0, sgx = 0, agx = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const long double d = value(k.x[at(r)]) - ml;
+    const long double g = value(k.dy[at(r)]) * ref.derivative(pre_exact(at(r)), pre_kernel(at(r)));
+    sg += g, ag += std::abs(g), sgx += g * d, agx += std::abs(g * d);
+  }
+  const double m = static_cast<double>(ml), v = static_cast<double>(var);
+  const double inv_d = static_cast<double>(inv), ag_d = static_cast<double>(ag);
+  ASSERT_TRUE(near("mean", c, k.mean[c], m, sum_bound * ax / rows + u * std::abs(m)));
+  // The kernel's variance also carries the mean's error e: sum (d - e)^2 / rows = var + e^2.
+  const double e = sum_bound * ax / rows + u * std::abs(m);
+  ASSERT_TRUE(near("variance", c, k.variance[c], v, sum_bound * v + e * e + 4 * u * v));
+  ASSERT_TRUE(
+      near("dbeta", c, k.dbeta[c], static_cast<double>(sg), (sum_bound + term_error) * ag_d));
+  const double dgamma = static_cast<double>(sgx * inv);
+  ASSERT_TRUE(near("dgamma", c, k.dgamma[c], dgamma,
+                   ((sum_bound + term_error) * static_cast<double>(agx) + 2 * e * ag_d) * inv_d +
+                       64 * u * std::abs(dgamma)));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t i = at(r);
+    const long double d = value(k.x[i]) - ml, pre = pre_exact(i);
+    const double y_ref = static_cast<double>(ref.value(pre));
+    const long double dz = value(k.dy[i]) * ref.derivative(pre, pre_kernel(i));
+    const double dx_ref =
+        static_cast<double>(k.gamma[c] * inv * (dz - sg / rows - d * sgx * inv * inv / rows));
+    ASSERT_TRUE(near("y", i, value(k.y[i]), y_ref,
+                     u_out * std::abs(y_ref) + 64 * u * (std::abs(static_cast<double>(pre)) + 1)));
+    ASSERT_TRUE(near("dx", i, value(k.dx[i]), dx_ref,
+                     u_out * std::abs(dx_ref) +
+                         (64 * u + term_error) * (std::abs(dx_ref) + k.gamma[c] * inv_d + 1)));
+  }
+}
+
 // Act: the kernels' Identity or Activation<A>; act the same for the reference.
 template <typename T, typename Act>
 void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, std::uint32_t seed,
                        std::optional<UnaryOp> act) {
-  using P = compute_t<T>;
-  const std::int64_t parts = batch_norm_parts(rows, channels);
+  Case<T> k(rows, channels, seed);
   SCOPED_TRACE(std::string(dtype_name(dtype)) + " rows " + std::to_string(rows) + " channels " +
-               std::to_string(channels) + ", " + std::to_string(parts) + " parts, activation " +
+               std::to_string(channels) + ", " + std::to_string(k.parts) + " parts, activation " +
                (act ? std::string(op_name(*act)) : std::string("none")));
-  const std::int64_t total = rows * channels;
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<T> x(total), dy(total);
-  std::vector<P> gamma(channels), beta(channels);
-  for (std::int64_t i = 0; i < total; ++i) {
-    x[i] = from_compute<T>(static_cast<P>(3.0f + dist(gen)));  // off-centre: |mean| > std
-    dy[i] = from_compute<T>(static_cast<P>(dist(gen)));
-  }
-  // relu6's upper kink needs pre-activations above 6: a few channels get a large gamma.
-  for (std::int64_t c = 0; c < channels; ++c) {
-    gamma[c] = (c % 4 == 3 ? 8 : 1) + dist(gen), beta[c] = dist(gen);
-  }
-  const double eps = 1e-3;
-
-  // Forward, in batch_norm.cu's order.
-  std::vector<P> partials(2 * parts * channels, P(1e30)), mean(channels), variance(channels),
-      scale(channels), coefficients(3 * channels), dgamma(channels), dbeta(channels);
-  std::vector<T> y(total), dx(total);
-  const std::int64_t finish_grid = exact_grid(channels * kWarp);
-  run_grid(exact_grid(parts * channels), [&] {
-    partial_sums_kernel<T>(Sums::x, x.data(), nullptr, nullptr, rows, channels, parts,
-                           partials.data());
-  });
-  run_grid(finish_grid,
-           [&] { mean_kernel<P>(partials.data(), parts, channels, rows, mean.data()); });
-  run_grid(exact_grid(parts * channels), [&] {
-    partial_sums_kernel<T>(Sums::squared_deviation, x.data(), nullptr, mean.data(), rows, channels,
-                           parts, partials.data());
-  });
-  run_grid(finish_grid, [&] {
-    scale_kernel<P>(partials.data(), parts, channels, rows, variance.data(), gamma.data(),
-                    static_cast<P>(eps), scale.data());
-  });
-  run_grid(7 * kWarp, [&] {
-    normalize_kernel<T, std::int32_t, Act>(x.data(), mean.data(), scale.data(), beta.data(),
-                                           static_cast<std::int32_t>(total),
-                                           static_cast<std::int32_t>(channels), y.data());
-  });
-  // Backward with batch statistics (the fused activation's from the forward's scale and beta).
-  run_grid(exact_grid(parts * channels), [&] {
-    partial_sums_kernel<T, Act>(Sums::gradient, x.data(), dy.data(), mean.data(), rows, channels,
-                                parts, partials.data(), scale.data(), beta.data());
-  });
-  run_grid(finish_grid, [&] {
-    backward_coefficients_kernel<P>(partials.data(), parts, channels, rows, variance.data(),
-                                    gamma.data(), static_cast<P>(eps), true, coefficients.data(),
-                                    dgamma.data(), dbeta.data());
-  });
-  run_grid(7 * kWarp, [&] {
-    backward_dx_kernel<T, std::int64_t, Act>(dy.data(), x.data(), mean.data(), coefficients.data(),
-                                             total, channels, dx.data(), scale.data(), beta.data());
-  });
-
-  // The reference, channel by channel.
-  // Each part's k rows, then the finish: parts / 32 per lane and 5 butterfly steps (in double: it
-  // counts only for float64 storage).
-  const double k = static_cast<double>((rows + parts - 1) / parts + (parts + 31) / 32 + 6);
-  const double u = std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  const double sum_bound = 1.01 * k * u;
-  const double u_out = unit_of<T>();
+  run_kernels<T, Act>(k);
   const Reference ref{act};
-  // A smooth activation's derivative is evaluated at the kernel's float pre-activation, a few ulps
-  // from the exact one, with the float math library: a relative error of some u32 per term.
-  const double term_error = act ? 64 * std::ldexp(1.0, -24) : 0.0;
-  const auto value = [](T v) { return static_cast<double>(to_compute(v)); };
   for (std::int64_t c = 0; c < channels; ++c) {
-    // In long double (64-bit significand on x86-64): far more exact than float64 storage's sums.
-    long double sx = 0, ax = 0;
-    for (std::int64_t r = 0; r < rows; ++r) sx += value(x[r * channels + c]);
-    for (std::int64_t r = 0; r < rows; ++r) ax += std::abs(value(x[r * channels + c]));
-    const long double ml = sx / rows;
-    long double sd = 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const long double d = value(x[r * channels + c]) - ml;
-      sd += d * d;
-    }
-    const long double var = sd / rows, inv = 1 / std::sqrt(var + static_cast<long double>(eps));
-    const auto pre_kernel = [&](std::int64_t i) {  // the kernels' own float expression
-      return static_cast<double>((to_compute(x[i]) - mean[c]) * scale[c] + beta[c]);
-    };
-    long double sg = 0, ag = 0, sgx = 0, agx = 0;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t i = r * channels + c;
-      const long double d = value(x[i]) - ml;
-      const long double g =
-          value(dy[i]) * ref.derivative(d * inv * gamma[c] + beta[c], pre_kernel(i));
-      sg += g, ag += std::abs(g), sgx += g * d, agx += std::abs(g * d);
-    }
-    const double m = static_cast<double>(ml), v = static_cast<double>(var);
-    ASSERT_TRUE(near("mean", c, mean[c], m, sum_bound * ax / rows + u * std::abs(m)));
-    // The kernel's variance also carries the mean's error e: sum (d - e)^2 / rows = var + e^2.
-    const double e = sum_bound * ax / rows + u * std::abs(m);
-    ASSERT_TRUE(near("variance", c, variance[c], v, sum_bound * v + e * e + 4 * u * v));
-    const double ag_d = static_cast<double>(ag), agx_d = static_cast<double>(agx);
-    const double inv_d = static_cast<double>(inv);
-    ASSERT_TRUE(
-        near("dbeta", c, dbeta[c], static_cast<double>(sg), (sum_bound + term_error) * ag_d));
-    ASSERT_TRUE(near("dgamma", c, dgamma[c], static_cast<double>(sgx * inv),
-                     ((sum_bound + term_error) * agx_d + 2 * e * ag_d) * inv_d +
-                         64 * u * std::abs(static_cast<double>(sgx * inv))));
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::int64_t i = r * channels + c;
-      const long double d = value(x[i]) - ml, pre = d * inv * gamma[c] + beta[c];
-      const double y_ref = static_cast<double>(ref.value(pre));
-      const long double dz = value(dy[i]) * ref.derivative(pre, pre_kernel(i));
-      const double dx_ref =
-          static_cast<double>(gamma[c] * inv * (dz - sg / rows - d * sgx * inv * inv / rows));
-      ASSERT_TRUE(
-          near("y", i, value(y[i]), y_ref,
-               u_out * std::abs(y_ref) + 64 * u * (std::abs(static_cast<double>(pre)) + 1)));
-      ASSERT_TRUE(near("dx", i, value(dx[i]), dx_ref,
-                       u_out * std::abs(dx_ref) +
-                           (64 * u + term_error) * (std::abs(dx_ref) + gamma[c] * inv_d + 1)));
-    }
+    expect_channel<T>(k, c, ref);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
