@@ -27,8 +27,9 @@
 namespace mixprec::cuda::kernels {
 
 namespace emulation {
-// The thread being run and the grid's size (run_grid sets them).
-inline std::int64_t thread = 0, threads = 1;
+// The thread being run and the grid's size (run_grid sets them), and the number of grids run (a
+// kernel launch's identity for block_ordered_sum's cache).
+inline std::int64_t thread = 0, threads = 1, grids = 0;
 }  // namespace emulation
 
 template <typename T>
@@ -75,11 +76,57 @@ double warp_ordered_sum(const P* v, std::int64_t count, std::int64_t stride) {
   return lane[warp_lane()];
 }
 
+// The launchers' block size (common.cuh's kThreads).
+inline constexpr int kThreads = 256;
+
+inline std::int64_t block_index() { return emulation::thread / kThreads; }
+inline int thread_in_block() { return static_cast<int>(emulation::thread % kThreads); }
+
+// common.cuh's block_ordered_sum: thread t of the block adds v[k * stride] for k = t, t + kThreads,
+// ...; each warp's 32 sums by warp_ordered_sum's butterfly; then the warps' sums in warp order.
+template <typename P>
+double block_ordered_sum(const P* v, std::int64_t count, std::int64_t stride) {
+  // Every thread of a block asks for the same sums (a kernel may take several): each is computed
+  // once per block and call.
+  struct Entry {
+    const void* v = nullptr;
+    std::int64_t count = -1, stride = 0, block = -1, grid = -1;
+    double total = 0.0;
+  };
+  static Entry cache[4];
+  static int next = 0;
+  for (const Entry& e : cache) {
+    if (e.v == v && e.count == count && e.stride == stride && e.block == block_index() &&
+        e.grid == emulation::grids) {
+      return e.total;
+    }
+  }
+  double total = 0.0;
+  for (int w = 0; w < kThreads / kWarp; ++w) {
+    double lane[kWarp] = {};
+    for (int l = 0; l < kWarp; ++l) {
+      for (std::int64_t k = w * kWarp + l; k < count; k += kThreads) {
+        lane[l] += static_cast<double>(v[k * stride]);
+      }
+    }
+    for (int d = kWarp / 2; d > 0; d /= 2) {
+      double next[kWarp];
+      for (int l = 0; l < kWarp; ++l) next[l] = lane[l] + lane[l ^ d];
+      for (int l = 0; l < kWarp; ++l) lane[l] = next[l];
+    }
+    total += lane[0];
+  }
+  cache[next] = Entry{v, count, stride, block_index(), emulation::grids, total};
+  next = (next + 1) % 4;
+  return total;
+}
+
 // Runs body() once per thread of a grid of `threads` threads (a multiple of kWarp for kernels that
 // sum by warps), in thread order.
 template <typename Body>
 void run_grid(std::int64_t threads, Body&& body) {
   emulation::threads = threads;
+  ++emulation::grids;
   for (std::int64_t t = 0; t < threads; ++t) {
     emulation::thread = t;
     body();

@@ -1,9 +1,10 @@
 // The CUDA batch-normalization kernels (kernels/batch_norm_kernels.cuh) run on the CPU by the host
 // emulation (support/cuda_host_emulation.h) in the order batch_norm.cu launches them, with its
-// work split (batch_norm_parts): training forward (partial sums, mean, variance and scale,
-// normalize) and backward (partial sums of dy and dy (x - mean), coefficients, dx). Shapes give
-// both many parts per channel (the warp finish adds thousands) and fewer parts than lanes. No GPU
-// needed. The fused batch normalization + activation (relu, relu6, sigmoid, silu) likewise.
+// work split (batch_norm_parts, both vector widths): training forward (partial sums, mean, variance
+// and scale, normalize) and backward (partial sums of dy and dy (x - mean), coefficients, dx).
+// Shapes give both many parts per channel (the finishing block adds thousands) and fewer parts than
+// threads. No GPU needed. The fused batch normalization + activation (relu, relu6, sigmoid, silu)
+// likewise.
 //
 // Oracle: the formulas in long double over the same rounded inputs (biased variance, as the CPU).
 // The statistics within the rigorous bound of a float summation of each part's k rows, 1.01 (k + 1)
@@ -85,8 +86,8 @@ struct Case {
   std::vector<T> x, dy, y, dx;
   std::vector<P> gamma, beta, partials, mean, variance, scale, coefficients, dgamma, dbeta;
 
-  Case(std::int64_t r, std::int64_t c, std::uint32_t seed)
-      : rows(r), channels(c), parts(batch_norm_parts(r, c)) {
+  Case(DType dtype, std::int64_t r, std::int64_t c, std::uint32_t seed)
+      : rows(r), channels(c), parts(batch_norm_parts(dtype, r, c)) {
     const std::int64_t total = rows * channels;
     std::mt19937 gen(seed);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -107,36 +108,39 @@ struct Case {
 };
 
 // The training forward and the backward with batch statistics, in batch_norm.cu's order and work
-// split (the fused activation's backward from the forward's scale and beta).
-template <typename T, typename Act>
+// split (the fused activation's backward from the forward's scale and beta): V values per vector
+// with 32-bit indices (the launchers' vector path) or V = 1 with 64-bit ones.
+template <typename T, typename Act, int V>
 void run_kernels(Case<T>& k) {
   using P = compute_t<T>;
+  using I = std::conditional_t<V == 1, std::int64_t, std::int32_t>;
   const std::int64_t rows = k.rows, channels = k.channels, parts = k.parts;
   const std::int64_t total = rows * channels;
-  const std::int64_t sums_grid = exact_grid(parts * channels);
-  const std::int64_t finish_grid = exact_grid(channels * kWarp);
+  const std::int64_t sums_grid = exact_grid(parts * (channels / V));
+  const std::int64_t finish_grid = channels * kThreads;  // one block per channel
   run_grid(sums_grid, [&] {
-    partial_sums_kernel<T>(Sums::x, k.x.data(), nullptr, nullptr, rows, channels, parts,
-                           k.partials.data());
+    partial_sums_kernel<T, Sums::x, Identity, V>(k.x.data(), nullptr, nullptr, rows, channels,
+                                                 parts, k.partials.data(), nullptr, nullptr);
   });
   run_grid(finish_grid,
            [&] { mean_kernel<P>(k.partials.data(), parts, channels, rows, k.mean.data()); });
   run_grid(sums_grid, [&] {
-    partial_sums_kernel<T>(Sums::squared_deviation, k.x.data(), nullptr, k.mean.data(), rows,
-                           channels, parts, k.partials.data());
+    partial_sums_kernel<T, Sums::squared_deviation, Identity, V>(
+        k.x.data(), nullptr, k.mean.data(), rows, channels, parts, k.partials.data(), nullptr,
+        nullptr);
   });
   run_grid(finish_grid, [&] {
     scale_kernel<P>(k.partials.data(), parts, channels, rows, k.variance.data(), k.gamma.data(),
                     static_cast<P>(k.eps), k.scale.data());
   });
   run_grid(7 * kWarp, [&] {
-    normalize_kernel<T, std::int32_t, Act>(k.x.data(), k.mean.data(), k.scale.data(), k.beta.data(),
-                                           static_cast<std::int32_t>(total),
-                                           static_cast<std::int32_t>(channels), k.y.data());
+    normalize_kernel<T, I, Act, V>(k.x.data(), k.mean.data(), k.scale.data(), k.beta.data(),
+                                   static_cast<I>(total), static_cast<I>(channels), k.y.data());
   });
   run_grid(sums_grid, [&] {
-    partial_sums_kernel<T, Act>(Sums::gradient, k.x.data(), k.dy.data(), k.mean.data(), rows,
-                                channels, parts, k.partials.data(), k.scale.data(), k.beta.data());
+    partial_sums_kernel<T, Sums::gradient, Act, V>(k.x.data(), k.dy.data(), k.mean.data(), rows,
+                                                   channels, parts, k.partials.data(),
+                                                   k.scale.data(), k.beta.data());
   });
   run_grid(finish_grid, [&] {
     backward_coefficients_kernel<P>(k.partials.data(), parts, channels, rows, k.variance.data(),
@@ -144,9 +148,9 @@ void run_kernels(Case<T>& k) {
                                     k.coefficients.data(), k.dgamma.data(), k.dbeta.data());
   });
   run_grid(7 * kWarp, [&] {
-    backward_dx_kernel<T, std::int64_t, Act>(k.dy.data(), k.x.data(), k.mean.data(),
-                                             k.coefficients.data(), total, channels, k.dx.data(),
-                                             k.scale.data(), k.beta.data());
+    backward_dx_kernel<T, I, Act, V>(k.dy.data(), k.x.data(), k.mean.data(), k.coefficients.data(),
+                                     static_cast<I>(total), static_cast<I>(channels), k.dx.data(),
+                                     k.scale.data(), k.beta.data());
   });
 }
 
@@ -211,28 +215,35 @@ void expect_channel(const Case<T>& k, std::int64_t c, const Reference& ref) {
   }
 }
 
-// Act: the kernels' Identity or Activation<A>; act the same for the reference.
+// Act: the kernels' Identity or Activation<A>; act the same for the reference. Both vector widths
+// the launchers use: 16 bytes of channels where C allows, and single channels.
 template <typename T, typename Act>
 void expect_batch_norm(DType dtype, std::int64_t rows, std::int64_t channels, std::uint32_t seed,
                        std::optional<UnaryOp> act) {
-  Case<T> k(rows, channels, seed);
-  SCOPED_TRACE(std::string(dtype_name(dtype)) + " rows " + std::to_string(rows) + " channels " +
-               std::to_string(channels) + ", " + std::to_string(k.parts) + " parts, activation " +
-               (act ? std::string(op_name(*act)) : std::string("none")));
-  run_kernels<T, Act>(k);
+  constexpr int kVector = 16 / sizeof(T);
   const Reference ref{act};
-  for (std::int64_t c = 0; c < channels; ++c) {
-    expect_channel<T>(k, c, ref);
-    if (::testing::Test::HasFatalFailure()) return;
+  for (int width : {kVector, 1}) {
+    if (width == kVector && channels % kVector != 0) continue;
+    Case<T> k(dtype, rows, channels, seed);
+    SCOPED_TRACE(std::string(dtype_name(dtype)) + " rows " + std::to_string(rows) + " channels " +
+                 std::to_string(channels) + ", " + std::to_string(k.parts) + " parts, vector " +
+                 std::to_string(width) + ", activation " +
+                 (act ? std::string(op_name(*act)) : std::string("none")));
+    width == 1 ? run_kernels<T, Act, 1>(k) : run_kernels<T, Act, kVector>(k);
+    for (std::int64_t c = 0; c < channels; ++c) {
+      expect_channel<T>(k, c, ref);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
   }
 }
 
 template <typename T>
 void expect_all(DType dtype) {
-  // (rows, channels): thousands of parts per channel (2^17 / 16 capped at the rows); 50 parts;
-  // 5 parts (most lanes idle); exactly 32 parts of 2 rows; 64 parts of 4 rows.
+  // (rows, channels): thousands of parts per channel (capped at the rows); 50 parts; 5 parts
+  // (most threads of the finishing block idle); 64 and 256 parts of one row each; 9000 rows in
+  // 8192 parts (the cap: parts of one and two rows); an odd channel count (no vectors).
   const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {
-      {3000, 16}, {50, 40}, {5, 3}, {64, 4096}, {256, 2048}};
+      {3000, 16}, {50, 40}, {5, 3}, {64, 4096}, {256, 2048}, {9000, 8}, {700, 7}};
   std::uint32_t seed = 1;
   for (const auto& [rows, channels] : shapes) {
     expect_batch_norm<T, Identity>(dtype, rows, channels, seed++, std::nullopt);
@@ -242,7 +253,7 @@ void expect_all(DType dtype) {
 // The fused activations (not for float64, which composes them), on two shapes.
 template <typename T>
 void expect_fused(DType dtype) {
-  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{3000, 16}, {50, 40}};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{3000, 16}, {50, 40}, {90, 7}};
   std::uint32_t seed = 100;
   for (const auto& [rows, channels] : shapes) {
     expect_batch_norm<T, Activation<UnaryOp::relu>>(dtype, rows, channels, seed++, UnaryOp::relu);

@@ -212,12 +212,17 @@ TEST(CudaConvPlanTest, DepthwiseAllTapsChunksFillTheGpuWithinBounds) {
 }
 
 TEST(CudaConvPlanTest, BatchNormPartsStayWithinTheRows) {
-  EXPECT_EQ(kernels::batch_norm_parts(1, 3), 1);
-  EXPECT_EQ(kernels::batch_norm_parts(5, 3), 5);
-  const std::int64_t parts = kernels::batch_norm_parts(401408, 32);
-  EXPECT_GE(parts, 1024);  // enough threads to fill a GPU
-  EXPECT_LE(parts * 32, std::int64_t{1} << 17);
-  EXPECT_EQ(kernels::batch_norm_parts(1000, std::int64_t{1} << 20), 1);
+  EXPECT_EQ(kernels::batch_norm_parts(DType::float32, 1, 3), 1);
+  EXPECT_EQ(kernels::batch_norm_parts(DType::float32, 5, 3), 5);
+  // 32 channels of float16: 4 vectors of 8 per row; 2^17 threads would need 32768 parts: capped.
+  EXPECT_EQ(kernels::batch_norm_parts(DType::float16, 401408, 32), 8192);
+  // float32: 4 per vector, 8 vectors per row: 16384 parts wanted, capped.
+  EXPECT_EQ(kernels::batch_norm_parts(DType::float32, 401408, 32), 8192);
+  // 1152 channels of bfloat16: 144 vectors, 2^17 / 144 = 910 parts.
+  EXPECT_EQ(kernels::batch_norm_parts(DType::bfloat16, 401408, 1152), 910);
+  // 3 channels (no vector): 2^17 / 3 -> capped at 8192; a huge C leaves one part.
+  EXPECT_EQ(kernels::batch_norm_parts(DType::float16, 401408, 3), 8192);
+  EXPECT_EQ(kernels::batch_norm_parts(DType::float32, 1000, std::int64_t{1} << 20), 1);
 }
 
 TEST(CudaConvPlanTest, ResizeTapsUseHalfPixelCenters) {

@@ -72,7 +72,7 @@ BatchNormTrainingResult training(const Tensor& x, const Tensor& gamma, const Ten
   StreamScope scope(device);
   const Tensor xc = contiguous(x.detach());
   const Tensor g = as_stat(gamma, stat), b = as_stat(beta, stat);
-  Tensor partials = scratch(kernels::batch_norm_parts(r.m, r.c) * r.c, stat, device);
+  Tensor partials = scratch(kernels::batch_norm_parts(x.dtype(), r.m, r.c) * r.c, stat, device);
   Tensor scale = scratch(r.c, stat, device);
   kernels::batch_norm_mean(x.dtype(), xc.data_ptr(), r.m, r.c, partials.data_ptr(),
                            out.mean.data_ptr(), scope.stream());
@@ -127,7 +127,7 @@ BatchNormGradients backward(const char* op, const Tensor& dy, const Tensor& x, c
   StreamScope scope(device);
   const Tensor xc = contiguous(x.detach()), gc = contiguous(dy.detach());
   const Tensor g = as_stat(gamma, stat), m = as_stat(mean, stat), v = as_stat(variance, stat);
-  Tensor partials = scratch(2 * kernels::batch_norm_parts(r.m, r.c) * r.c, stat, device);
+  Tensor partials = scratch(2 * kernels::batch_norm_parts(x.dtype(), r.m, r.c) * r.c, stat, device);
   Tensor coefficients = scratch(3 * r.c, stat, device);
   Tensor scale, b;
   if (act != kernels::BnActivation::none) {  // the forward's scale, for the pre-activation

@@ -63,8 +63,10 @@ BatchNormGradients batch_norm_activation_backward(const Tensor& dy, const Tensor
 namespace kernels {
 
 // x, dy: contiguous (rows, channels) of `dtype`; per-channel vectors (C) of the statistics type P
-// (float; double for float64). `partials`: parts * C values of P per summed quantity.
-std::int64_t batch_norm_parts(std::int64_t rows, std::int64_t channels);
+// (float; double for float64). `partials`: parts * C values of P per summed quantity, parts =
+// batch_norm_parts: about 2^17 pass-1 threads of one 16-byte vector of channels each (one
+// channel where C is no multiple of the vector), at most 8192 parts and at most the rows.
+std::int64_t batch_norm_parts(DType dtype, std::int64_t rows, std::int64_t channels);
 
 // mean[c] = sum of x over the rows / rows.
 void batch_norm_mean(DType dtype, const void* x, std::int64_t rows, std::int64_t channels,

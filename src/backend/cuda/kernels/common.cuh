@@ -114,6 +114,40 @@ __device__ __forceinline__ double warp_ordered_sum(const P* v, std::int64_t coun
   return s;
 }
 
+// The sum of v[k * stride] for k in [0, count), in double, by the kThreads threads of one block
+// (launched with blockDim.x == kThreads) in a fixed order: thread t adds k = t, t + kThreads, ...
+// in turn; each warp adds its 32 sums by the butterfly of warp_ordered_sum; thread 0 adds the
+// warps' sums in warp order. Every thread returns that total. All threads of the block must call
+// it with the same arguments (it synchronises the block).
+template <typename P>
+__device__ __forceinline__ double block_ordered_sum(const P* v, std::int64_t count,
+                                                    std::int64_t stride) {
+  __shared__ double warp_sums[kThreads / kWarp];
+  __shared__ double total;
+  double s = 0.0;
+#pragma unroll 4
+  for (std::int64_t k = threadIdx.x; k < count; k += kThreads) {
+    s += static_cast<double>(v[k * stride]);
+  }
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d /= 2) s += __shfl_xor_sync(0xffffffffu, s, d);
+  if (warp_lane() == 0) warp_sums[threadIdx.x / kWarp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double t = 0.0;
+    for (int w = 0; w < kThreads / kWarp; ++w) t += warp_sums[w];
+    total = t;
+  }
+  __syncthreads();
+  const double result = total;
+  __syncthreads();  // the shared slots may be reused by a next call
+  return result;
+}
+
+// This thread's block (the unit of block_ordered_sum) and its index in the block.
+__device__ __forceinline__ std::int64_t block_index() { return blockIdx.x; }
+__device__ __forceinline__ int thread_in_block() { return static_cast<int>(threadIdx.x); }
+
 // True when every pointer is 16-byte aligned (the vector kernels' requirement).
 inline bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 

@@ -16,5 +16,9 @@ template <typename T, int V>
 __device__ __forceinline__ Lanes<T, V> load_lanes(const T* p) {
   return *reinterpret_cast<const Lanes<T, V>*>(p);
 }
+template <typename T, int V>
+__device__ __forceinline__ void store_lanes(T* p, const Lanes<T, V>& values) {
+  *reinterpret_cast<Lanes<T, V>*>(p) = values;
+}
 
 }  // namespace mixprec::cuda::kernels
