@@ -1,9 +1,10 @@
 // depthwise_conv2d on CUDA (own kernels, cuda/depthwise.h) against the CPU, forward and backward
 // (x, filters, bias), in float32, float16, bfloat16 and float64: depth multipliers 1 and 2, same
 // padding with odd inputs and stride 2, dilation, 5x5 EfficientNet-like layers, the fixed-window
-// kernels (square 3x3 / 5x5 at stride 1 and 2) and the all-taps filter gradient (multiplier 1:
-// chunks of pixels spanning rows and images, channel pairs and odd channel counts); 16-bit
-// accumulation, which the kernels compute in the CPU reference's order (same values); errors.
+// and register-tiled kernels (square 3x3 / 5x5 at stride 1 and 2) and the all-taps filter gradient
+// (multiplier 1: chunks of pixels spanning rows and images, channel pairs and odd channel counts);
+// 16-bit accumulation, which the kernels compute in the CPU reference's order (same values);
+// errors.
 //
 // Oracle (float32 sums, tests/gpu/TOLERANCES.md): both backends sum in float32 in their own orders
 // (the filter gradient over N * OH * OW products), so the error scales with M = sum |terms|, not
@@ -45,6 +46,9 @@ std::vector<DepthwiseCase> cases() {
   c.back().options.padding = Padding::same;
   c.push_back({"3x3 valid stride 2", {2, 16, 17, 10}, {3, 3, 10, 1}, {}});
   c.back().options.strides = {2, 2};
+  // The register-tiled kernels with rows that are no multiple of their tiles (8, or 4 at stride 2).
+  c.push_back({"5x5 same stride 1, 13x11 (tiled)", {2, 13, 11, 6}, {5, 5, 6, 1}, {}});
+  c.back().options.padding = Padding::same;
   c.push_back({"5x5 same stride 2 dilation 2, odd input", {2, 19, 21, 6}, {5, 5, 6, 1}, {}});
   c.back().options.padding = Padding::same;
   c.back().options.dilation = {2, 2};

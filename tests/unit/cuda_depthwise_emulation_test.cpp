@@ -2,7 +2,8 @@
 // the host emulation (support/cuda_host_emulation.h): every thread of a grid of an odd size (so
 // the grid-stride loops wrap), one after another. No GPU needed: this checks the kernels' indexing,
 // their variants (channel pairs, 32/64-bit indices, the fixed 3x3/5x5 windows at stride 1/2, the
-// all-taps filter gradient with its chunks of pixels and the warp-ordered finish) and their
+// all-taps filter gradient with its chunks of pixels and the warp-ordered finish, the
+// register-tiled forward and input gradient, which must give the plain kernels' bits) and their
 // summation orders, in every storage type.
 //
 // Oracles:
@@ -16,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,15 +28,18 @@
 #include "support/cuda_host_emulation.h"
 // Its kernels, compiled for the host.
 #include "backend/cuda/kernels/depthwise_kernels.cuh"
+#include "backend/cuda/kernels/depthwise_tiled_kernels.cuh"
 
 namespace mixprec::cuda::kernels {
 namespace {
 
 using depthwise_kernels::backward_data_kernel;
+using depthwise_kernels::backward_data_tiled_kernel;
 using depthwise_kernels::filter_finish_kernel;
 using depthwise_kernels::filter_partials_kernel;
 using depthwise_kernels::filter_taps_kernel;
 using depthwise_kernels::forward_kernel;
+using depthwise_kernels::forward_tiled_kernel;
 
 // A grid size that is no multiple of the work: the grid-stride loops wrap (a multiple of kWarp, for
 // the finish kernel's warps).
@@ -75,6 +80,10 @@ std::vector<Case> cases() {
       {"3x3 valid stride 2", 2, 16, 17, 10, 1, 3, 2, 1, false},
       {"5x5 same stride 2 dilation 2", 2, 19, 21, 6, 1, 5, 2, 2, true},
       {"2x2 valid (no fixed window), multiplier 1", 2, 6, 5, 4, 1, 2, 1, 1, false},
+      // Rows that are no multiple of the tiles (8 at stride 1, 4 at stride 2), pad 2 at 5x5.
+      {"5x5 same stride 1, 13x11", 2, 13, 11, 6, 1, 5, 1, 1, true},
+      {"3x3 same stride 2, 9x13", 1, 9, 13, 4, 1, 3, 2, 1, true},
+      {"5x5 valid stride 2, 15x17", 1, 15, 17, 2, 1, 5, 2, 1, false},
   };
 }
 
@@ -204,6 +213,51 @@ void expect_forward_and_input_gradient(const Case& c) {
   });
 }
 
+// The register-tiled kernels (depthwise_tiled_kernels.cuh) where the launchers take them: the same
+// bits as the fixed-window plain kernel with channel pairs, in both accumulation modes.
+template <typename T>
+void expect_tiled_like_plain(const Case& c) {
+  const DepthwiseGeometry g = geometry_of(c);
+  if (g.multiplier != 1 || g.channels % 2 != 0 || g.dilation_h != 1) return;
+  std::vector<T> x, w, b, dy;
+  std::vector<double> xe, we, be, dye;
+  draw<T>(g.batch * g.in_h * g.in_w * g.channels, -1, 1, 21, x, xe);
+  draw<T>(g.kernel_h * g.kernel_w * g.channels, -1, 1, 22, w, we);
+  draw<T>(g.channels, -1, 1, 23, b, be);
+  draw<T>(g.batch * g.out_h * g.out_w * g.channels, -1, 1, 24, dy, dye);
+  const auto same_bits = [](const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+  };
+  for_each_window(g, [&]<int K, int S>() {
+    if constexpr (K > 0) {
+      for (bool round_each : {false, true}) {
+        SCOPED_TRACE(std::string("K ") + std::to_string(K) + " S " + std::to_string(S) +
+                     (round_each ? ", rounding each step" : ""));
+        std::vector<T> plain(dy.size()), tiled(dy.size());
+        run_grid(kGridThreads, [&] {
+          forward_kernel<T, std::int32_t, 2, K, S>(g, x.data(), w.data(), b.data(), plain.data(),
+                                                   round_each);
+        });
+        run_grid(kGridThreads, [&] {
+          forward_tiled_kernel<T, K, S>(g, x.data(), w.data(), b.data(), tiled.data(), round_each);
+        });
+        EXPECT_TRUE(same_bits(tiled, plain)) << "forward";
+        if constexpr (S == 1) {
+          std::vector<T> plain_dx(x.size()), tiled_dx(x.size());
+          run_grid(kGridThreads, [&] {
+            backward_data_kernel<T, std::int32_t, 2, K, 1>(g, dy.data(), w.data(), plain_dx.data(),
+                                                           round_each);
+          });
+          run_grid(kGridThreads, [&] {
+            backward_data_tiled_kernel<T, K>(g, dy.data(), w.data(), tiled_dx.data(), round_each);
+          });
+          EXPECT_TRUE(same_bits(tiled_dx, plain_dx)) << "input gradient";
+        }
+      }
+    }
+  });
+}
+
 // The filter gradient as the launcher runs it: depthwise_filter_chunks' chunks, the all-taps pass
 // (both channel groupings where it applies) or the per-(tap, channel) pass, then the finish.
 template <typename T>
@@ -322,6 +376,7 @@ void expect_all(DType dtype) {
     SCOPED_TRACE(c.name + " in " + std::string(dtype_name(dtype)));
     expect_forward_and_input_gradient<T>(c);
     expect_filter_gradient<T>(c);
+    if constexpr (sizeof(T) <= 4) expect_tiled_like_plain<T>(c);
   }
 }
 

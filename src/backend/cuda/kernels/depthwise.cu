@@ -3,15 +3,18 @@
 // the thread index, so a warp reads consecutive channels of one pixel: coalesced for x, dy and the
 // filters alike. The forward and input-gradient kernels index in 32 bits when the tensors allow,
 // and the common windows (square 3x3 and 5x5, stride 1 or 2) are compiled with the window and the
-// stride known, so the tap loops unroll and the stride's division is a shift. The filter gradient
-// of a square 3x3 or 5x5 window with multiplier 1 sums every tap in one thread per channel group
-// (dy read once per pixel); other windows use one thread per (tap, channel).
+// stride known, so the tap loops unroll and the stride's division is a shift; at dilation 1 with
+// multiplier 1 and channel pairs they are register-tiled (depthwise_tiled_kernels.cuh: a thread
+// computes 8 outputs of a row, loading each input once per window row), the same sums. The filter
+// gradient of a square 3x3 or 5x5 window with multiplier 1 sums every tap in one thread per channel
+// group (dy read once per pixel); other windows use one thread per (tap, channel).
 #include <algorithm>
 
 #include "backend/cuda/depthwise.h"
 #include "backend/cuda/kernels/common.cuh"
 // After common.cuh, whose names the kernels use.
 #include "backend/cuda/kernels/depthwise_kernels.cuh"
+#include "backend/cuda/kernels/depthwise_tiled_kernels.cuh"
 
 namespace mixprec::cuda::kernels {
 
@@ -90,6 +93,38 @@ bool filter_taps_apply(const DepthwiseGeometry& g, Accumulation sum) {
          (g.kernel_h == 3 || g.kernel_h == 5);
 }
 
+// Whether the register-tiled kernels (depthwise_tiled_kernels.cuh) apply: a square 3x3 or 5x5
+// window at dilation 1 and stride S (1 or 2; the input gradient's tiled kernel is for stride 1),
+// multiplier 1, channel pairs of 16-bit or float32 storage, 32-bit indices; every pointer aligned
+// to a pair.
+bool tiled_apply(const DepthwiseGeometry& g, std::size_t size, bool input_gradient,
+                 std::initializer_list<const void*> pointers) {
+  const bool window = g.kernel_h == g.kernel_w && (g.kernel_h == 3 || g.kernel_h == 5) &&
+                      g.dilation_h == 1 && g.dilation_w == 1 && g.stride_h == g.stride_w &&
+                      (g.stride_h == 1 || (g.stride_h == 2 && !input_gradient));
+  bool aligned = true;
+  for (const void* p : pointers) aligned = aligned && (p == nullptr || aligned_to(p, 2 * size));
+  return window && size <= 4 && g.multiplier == 1 && g.channels % 2 == 0 && fits_int32(g) &&
+         aligned;
+}
+
+// Calls go.template operator()<K, S>() for the tiled kernels' window (tiled_apply holds).
+template <typename Go>
+void with_tiled_window(const DepthwiseGeometry& g, Go&& go) {
+  const std::int64_t k = g.kernel_h, s = g.stride_h;
+  if (k == 3) {
+    s == 1 ? go.template operator()<3, 1>() : go.template operator()<3, 2>();
+  } else {
+    s == 1 ? go.template operator()<5, 1>() : go.template operator()<5, 2>();
+  }
+}
+
+// The tiled kernels' grid: one thread per channel pair and tile of `tile` outputs of a row.
+std::int64_t tiled_threads(const DepthwiseGeometry& g, std::int64_t rows, std::int64_t width,
+                           int tile) {
+  return g.batch * rows * ((width + tile - 1) / tile) * (g.channels / 2);
+}
+
 }  // namespace
 
 void depthwise_forward(DType dtype, const DepthwiseGeometry& g, const void* x, const void* w,
@@ -101,6 +136,17 @@ void depthwise_forward(DType dtype, const DepthwiseGeometry& g, const void* x, c
   const bool round_each = sum == Accumulation::compute_dtype;
   const bool i32 = fits_int32(g);
   dispatch_floating(dtype, "depthwise_conv2d", [&]<typename T>() {
+    if constexpr (sizeof(T) <= 4) {
+      if (tiled_apply(g, sizeof(T), false, {x, w, bias, y})) {
+        with_tiled_window(g, [&]<int K, int S>() {
+          forward_tiled_kernel<T, K, S>
+              <<<blocks_for(tiled_threads(g, g.out_h, g.out_w, kTileOf<S>)), kThreads, 0, s>>>(
+                  g, static_cast<const T*>(x), static_cast<const T*>(w),
+                  static_cast<const T*>(bias), static_cast<T*>(y), round_each);
+        });
+        return;
+      }
+    }
     const auto go = [&]<typename I, int V, int K, int S>() {
       forward_kernel<T, I, V, K, S><<<blocks_for(total / V), kThreads, 0, s>>>(
           g, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
@@ -119,6 +165,18 @@ void depthwise_backward_data(DType dtype, const DepthwiseGeometry& g, const void
   const bool round_each = sum == Accumulation::compute_dtype;
   const bool i32 = fits_int32(g);
   dispatch_floating(dtype, "depthwise_conv2d", [&]<typename T>() {
+    if constexpr (sizeof(T) <= 4) {
+      if (tiled_apply(g, sizeof(T), true, {dy, w, dx})) {
+        const auto go = [&]<int K>() {
+          backward_data_tiled_kernel<T, K>
+              <<<blocks_for(tiled_threads(g, g.in_h, g.in_w, kTileOf<1>)), kThreads, 0, s>>>(
+                  g, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx),
+                  round_each);
+        };
+        g.kernel_h == 3 ? go.template operator()<3>() : go.template operator()<5>();
+        return;
+      }
+    }
     const auto go = [&]<typename I, int V, int K, int S>() {
       backward_data_kernel<T, I, V, K, S><<<blocks_for(total / V), kThreads, 0, s>>>(
           g, static_cast<const T*>(dy), static_cast<const T*>(w), static_cast<T*>(dx), round_each);
