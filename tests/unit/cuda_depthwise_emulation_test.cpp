@@ -289,9 +289,20 @@ void expect_filter_gradient(const Case& c) {
       // Poisoned: every slot must be written.
       std::vector<compute_t<T>> partials(chunks * e_count, compute_t<T>(1e30));
       run_grid(kGridThreads, [&] {
-        filter_taps_kernel<T, K, V>(g, x.data(), dy.data(), partials.data(), chunks, per_chunk);
+        filter_taps_kernel<T, K, V, 0>(g, x.data(), dy.data(), partials.data(), chunks, per_chunk);
       });
       finish(partials, V == 2 ? "all taps, channel pairs" : "all taps, single channels");
+      // The sliding window where the launcher takes it: the same partial sums, bit for bit.
+      if (g.dilation_w != 1 || g.stride_w > 2) return;
+      std::vector<compute_t<T>> slid(chunks * e_count, compute_t<T>(1e30));
+      run_grid(kGridThreads, [&] {
+        g.stride_w == 1
+            ? filter_taps_kernel<T, K, V, 1>(g, x.data(), dy.data(), slid.data(), chunks, per_chunk)
+            : filter_taps_kernel<T, K, V, 2>(g, x.data(), dy.data(), slid.data(), chunks,
+                                             per_chunk);
+      });
+      EXPECT_EQ(std::memcmp(slid.data(), partials.data(), slid.size() * sizeof(slid[0])), 0)
+          << "sliding window, " << (V == 2 ? "channel pairs" : "single channels");
     };
     if (g.kernel_h == 3) run.template operator()<3, 1>(), run.template operator()<3, 2>();
     if (g.kernel_h == 5) run.template operator()<5, 1>(), run.template operator()<5, 2>();

@@ -215,14 +215,23 @@ void depthwise_backward_filters(DType dtype, const DepthwiseGeometry& g, const v
       const std::int64_t per_chunk = (pixels + chunks - 1) / chunks;
       const bool pairs =
           g.channels % 2 == 0 && aligned_to(x, 2 * sizeof(T)) && aligned_to(dy, 2 * sizeof(T));
-      const auto go = [&]<int K, int V>() {
-        filter_taps_kernel<T, K, V><<<blocks_for(chunks * (g.channels / V)), kThreads, 0, s>>>(
+      // The sliding window along the rows where the dilation is 1 and the stride 1 or 2.
+      const int slide = g.dilation_w == 1 && (g.stride_w == 1 || g.stride_w == 2)
+                            ? static_cast<int>(g.stride_w)
+                            : 0;
+      const auto go = [&]<int K, int V, int S>() {
+        filter_taps_kernel<T, K, V, S><<<blocks_for(chunks * (g.channels / V)), kThreads, 0, s>>>(
             g, static_cast<const T*>(x), static_cast<const T*>(dy), part, chunks, per_chunk);
       };
+      const auto with_slide = [&]<int K, int V>() {
+        if (slide == 1) return go.template operator()<K, V, 1>();
+        if (slide == 2) return go.template operator()<K, V, 2>();
+        go.template operator()<K, V, 0>();
+      };
       if (g.kernel_h == 3) {
-        pairs ? go.template operator()<3, 2>() : go.template operator()<3, 1>();
+        pairs ? with_slide.template operator()<3, 2>() : with_slide.template operator()<3, 1>();
       } else {
-        pairs ? go.template operator()<5, 2>() : go.template operator()<5, 1>();
+        pairs ? with_slide.template operator()<5, 2>() : with_slide.template operator()<5, 1>();
       }
     } else {
       filter_partials_kernel<T><<<blocks_for(chunks * e_count), kThreads, 0, s>>>(

@@ -200,9 +200,14 @@ __global__ void filter_partials_kernel(DepthwiseGeometry g, const T* __restrict_
 // (p, j), the group j of V adjacent channels innermost, sums the products of all K * K taps at
 // once over the output pixels [p * per_chunk, (p + 1) * per_chunk) of the (n, oh, ow) order, each
 // tap in (n, oh, ow) order. dy is read once per pixel (consecutive threads: consecutive channels,
-// coalesced), each tap's x from L1/L2 (neighbouring pixels share them). The same partials layout
-// as filter_partials_kernel: partials[p * E + (kh * K + kw) * C + c].
-template <typename T, int K, int V>
+// coalesced). The same partials layout as filter_partials_kernel:
+// partials[p * E + (kh * K + kw) * C + c].
+// S > 0 (dilation 1 and stride S along the rows, the launcher checks): the K x K input window stays
+// in registers
+// and slides along the row, so a pixel loads only the S new columns of each window row (S K
+// loads, not K K); it is reloaded whole at a chunk's first pixel and at each new row. S == 0: any
+// stride and dilation, the whole window loaded for every pixel. The sums are the same either way.
+template <typename T, int K, int V, int S = 0>
 __global__ void filter_taps_kernel(DepthwiseGeometry g, const T* __restrict__ x,
                                    const T* __restrict__ dy, compute_t<T>* __restrict__ partials,
                                    std::int64_t chunks, std::int64_t per_chunk) {
@@ -221,6 +226,17 @@ __global__ void filter_taps_kernel(DepthwiseGeometry g, const T* __restrict__ x,
       MIXPREC_UNROLL_ALL
       for (int v = 0; v < V; ++v) s[tap][v] = C(0);
     }
+    C win[K][K][V];       // the input values of tap (kh, kw) of the current pixel
+    bool col_in[K] = {};  // whether column kw of the window lies inside the input
+    MIXPREC_UNROLL_ALL
+    for (int kh = 0; kh < K; ++kh) {
+      MIXPREC_UNROLL_ALL
+      for (int kw = 0; kw < K; ++kw) {
+        MIXPREC_UNROLL_ALL
+        for (int v = 0; v < V; ++v) win[kh][kw][v] = C(0);
+      }
+    }
+    bool slid = false;  // whether win holds the previous pixel's window (same row)
     const std::int64_t begin = p * per_chunk;
     const std::int64_t end = begin + per_chunk < pixels ? begin + per_chunk : pixels;
     std::int64_t ow = begin % g.out_w, oh = (begin / g.out_w) % g.out_h;
@@ -228,24 +244,50 @@ __global__ void filter_taps_kernel(DepthwiseGeometry g, const T* __restrict__ x,
     for (std::int64_t q = begin; q < end; ++q) {
       const Lanes<T, V> gv = load_lanes<T, V>(dy + q * channels + c);
       const std::int64_t ih0 = oh * g.stride_h - g.pad_top, iw0 = ow * g.stride_w - g.pad_left;
-      MIXPREC_UNROLL_ALL
-      for (int kh = 0; kh < K; ++kh) {
-        const std::int64_t ih = ih0 + kh * g.dilation_h;
-        if (ih < 0 || ih >= g.in_h) continue;  // zero padding
-        const T* xrow = x + xn + ih * g.in_w * channels;
-        MIXPREC_UNROLL_ALL
-        for (int kw = 0; kw < K; ++kw) {
-          const std::int64_t iw = iw0 + kw * g.dilation_w;
-          if (iw < 0 || iw >= g.in_w) continue;
-          const Lanes<T, V> xv = load_lanes<T, V>(xrow + iw * channels);
+      // The window's columns: all of them, or (sliding) the last S after moving the rest left.
+      int first = 0;
+      if constexpr (S > 0) {
+        if (slid) {
+          first = K - S;
           MIXPREC_UNROLL_ALL
-          for (int v = 0; v < V; ++v) {
-            s[kh * K + kw][v] += to_compute(xv.v[v]) * to_compute(gv.v[v]);
+          for (int kw = 0; kw < K - S; ++kw) {
+            col_in[kw] = col_in[kw + S];
+            MIXPREC_UNROLL_ALL
+            for (int kh = 0; kh < K; ++kh) {
+              MIXPREC_UNROLL_ALL
+              for (int v = 0; v < V; ++v) win[kh][kw][v] = win[kh][kw + S][v];
+            }
           }
         }
       }
+      MIXPREC_UNROLL_ALL
+      for (int kw = 0; kw < K; ++kw) {
+        if (kw < first) continue;
+        const std::int64_t iw = iw0 + kw * g.dilation_w;
+        col_in[kw] = iw >= 0 && iw < g.in_w;
+        MIXPREC_UNROLL_ALL
+        for (int kh = 0; kh < K; ++kh) {
+          const std::int64_t ih = ih0 + kh * g.dilation_h;
+          if (!col_in[kw] || ih < 0 || ih >= g.in_h) continue;  // zero padding: never read
+          const Lanes<T, V> xv = load_lanes<T, V>(x + xn + (ih * g.in_w + iw) * channels);
+          MIXPREC_UNROLL_ALL
+          for (int v = 0; v < V; ++v) win[kh][kw][v] = to_compute(xv.v[v]);
+        }
+      }
+      MIXPREC_UNROLL_ALL
+      for (int kh = 0; kh < K; ++kh) {
+        const std::int64_t ih = ih0 + kh * g.dilation_h;
+        if (ih < 0 || ih >= g.in_h) continue;  // zero padding: the tap is skipped
+        MIXPREC_UNROLL_ALL
+        for (int kw = 0; kw < K; ++kw) {
+          if (!col_in[kw]) continue;
+          MIXPREC_UNROLL_ALL
+          for (int v = 0; v < V; ++v) s[kh * K + kw][v] += win[kh][kw][v] * to_compute(gv.v[v]);
+        }
+      }
+      slid = true;
       if (++ow == g.out_w) {  // the next pixel: (n, oh, ow) in row-major order
-        ow = 0;
+        ow = 0, slid = false;
         if (++oh == g.out_h) oh = 0, xn += image;
       }
     }
