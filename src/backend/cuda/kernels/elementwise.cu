@@ -6,9 +6,14 @@
 //
 // Two kernels per family and type: a dense one (every operand contiguous, no broadcasting, 16-byte
 // aligned) that moves 16 bytes per load and store, and a strided one for everything else
-// (broadcasting, views), with 32-bit index arithmetic whenever the offsets fit.
+// (broadcasting, views), with 32-bit index arithmetic whenever the offsets fit. A binary op whose
+// plan is a per-channel broadcast takes a third, vectorised kernel (binary_channel_kernels.cuh).
+#include <optional>
+
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/kernel_math/elementwise_math.h"
+// After common.cuh, whose names the kernels use.
+#include "backend/cuda/kernels/binary_channel_kernels.cuh"
 
 namespace mixprec::cuda::kernels {
 
@@ -160,6 +165,23 @@ void unary_backward(UnaryOp op, DType dtype, const Strided<3>& plan, const void*
   check_launch("unary_backward");
 }
 
+std::optional<ChannelPlan> channel_plan(const Strided<2>& plan) {
+  if (!plan.index32 || plan.dense || (plan.ndim != 2 && plan.ndim != 3)) return std::nullopt;
+  const std::int64_t* n = plan.sizes;
+  for (int full = 0; full < 2; ++full) {
+    const std::int64_t* f = plan.strides[full];
+    const std::int64_t* sm = plan.strides[1 - full];
+    if (plan.ndim == 3 && f[0] == n[1] * n[2] && f[1] == n[2] && f[2] == 1 && sm[0] == n[2] &&
+        sm[1] == 0 && sm[2] == 1) {
+      return ChannelPlan{full, n[1] * n[2], n[2]};
+    }
+    if (plan.ndim == 2 && f[0] == n[1] && f[1] == 1 && sm[0] == 0 && sm[1] == 1) {
+      return ChannelPlan{full, plan.numel, n[1]};
+    }
+  }
+  return std::nullopt;
+}
+
 void binary(BinaryOp op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
             void* out, cudaStream_t s) {
   dispatch_floating(dtype, "binary op", [&]<typename T>() {
@@ -167,7 +189,17 @@ void binary(BinaryOp op, DType dtype, const Strided<2>& plan, const void* a, con
     const T* bp = static_cast<const T*>(b);
     T* o = static_cast<T*>(out);
     const unsigned blocks = blocks_for(plan.numel);
-    if (plan.dense && aligned16(a) && aligned16(b) && aligned16(out)) {
+    const auto channel = channel_plan(plan);
+    constexpr int kVector = Pack<T>::kSize;
+    if (channel && channel->channels % kVector == 0 && aligned16(channel->full == 0 ? a : b) &&
+        aligned16(out)) {
+      binary_channel_kernels::binary_channel_kernel<T, kVector>
+          <<<blocks_for(plan.numel / kVector), kThreads, 0, s>>>(
+              op, static_cast<std::uint32_t>(plan.numel),
+              static_cast<std::uint32_t>(channel->group_size),
+              static_cast<std::uint32_t>(channel->channels), channel->full == 0 ? ap : bp,
+              channel->full == 0 ? bp : ap, channel->full == 1, o);
+    } else if (plan.dense && aligned16(a) && aligned16(b) && aligned16(out)) {
       binary_dense<T><<<blocks_for(plan.numel / Pack<T>::kSize + 1), kThreads, 0, s>>>(
           op, ap, bp, o, plan.numel);
     } else if (plan.index32) {

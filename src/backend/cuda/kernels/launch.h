@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "core/op_kinds.h"
 #include "mixprec/dtype.h"
@@ -47,6 +48,15 @@ void unary(UnaryOp op, DType dtype, const Strided<1>& plan, const void* x, void*
 // CPU); operands 0, 1, 2 = g, x, y.
 void unary_backward(UnaryOp op, DType dtype, const Strided<3>& plan, const void* g, const void* x,
                     const void* y, void* out, cudaStream_t s);
+// A per-channel broadcast plan of a binary op: operand `full` walks the plan contiguously, the
+// other has strides (channels, 0, 1) over sizes (groups, rows, channels), or (0, 1) over (rows,
+// channels) for a single group; 32-bit offsets. binary() takes a vectorised kernel for it.
+struct ChannelPlan {
+  int full = 0;  // the operand walking contiguously (0: a, 1: b)
+  std::int64_t group_size = 0, channels = 0;
+};
+std::optional<ChannelPlan> channel_plan(const Strided<2>& plan);
+
 // out = a (op) b; operands 0, 1 = a, b.
 void binary(BinaryOp op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
             void* out, cudaStream_t s);
