@@ -171,6 +171,24 @@ TEST(CudaConvPlanTest, WorkspaceLimitIsAFewHundredMebibytes) {
   EXPECT_EQ(kMaxConvWorkspace, std::size_t{256} << 20);
 }
 
+TEST(CudaConvPlanTest, RankedResultsAreScreenedByStatusWorkspaceAndMathRule) {
+  using detail::ConvMath;
+  using detail::ConvScreen;
+  using detail::screen_result;
+  EXPECT_EQ(screen_result(true, 0, false, false, ConvMath::fma), ConvScreen::usable);
+  EXPECT_EQ(screen_result(true, 0, true, false, ConvMath::tensor_op), ConvScreen::usable);
+  EXPECT_EQ(screen_result(false, 0, false, false, ConvMath::fma), ConvScreen::failed);
+  EXPECT_EQ(screen_result(true, kMaxConvWorkspace + 1, false, false, ConvMath::fma),
+            ConvScreen::workspace);
+  EXPECT_EQ(screen_result(true, kMaxConvWorkspace, false, false, ConvMath::fma),
+            ConvScreen::usable);
+  // True float32 never takes TF32 tensor cores; nothing ever computes float32 data in float16.
+  EXPECT_EQ(screen_result(true, 0, true, false, ConvMath::fma), ConvScreen::tensor_cores);
+  EXPECT_EQ(screen_result(true, 0, false, true, ConvMath::tensor_op), ConvScreen::conversion);
+  EXPECT_STREQ(detail::screen_name(ConvScreen::tensor_cores),
+               "tensor cores (TF32) where true float32 is asked");
+}
+
 TEST(CudaConvPlanTest, DepthwiseFilterGradientChunksCoverTheRows) {
   // A window the all-taps kernel does not take (multiplier 2): chunks of (N, OH) rows.
   kernels::DepthwiseGeometry g;

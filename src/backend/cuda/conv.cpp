@@ -2,6 +2,7 @@
 // and the three passes. See conv.h.
 #include "backend/cuda/conv.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -122,6 +123,34 @@ ConvBias conv_bias(DType dtype, Accumulation accumulation, bool has_bias) {
     return ConvBias::fused;
   }
   return ConvBias::after;
+}
+
+ConvScreen screen_result(bool succeeded, std::size_t workspace, bool tensor_op, bool conversion,
+                         ConvMath rule) {
+  if (!succeeded) return ConvScreen::failed;
+  if (workspace > kMaxConvWorkspace) return ConvScreen::workspace;
+  if (conversion) return ConvScreen::conversion;  // float32 data computed in float16: never
+  if (tensor_op && rule == ConvMath::fma) return ConvScreen::tensor_cores;  // true float32
+  return ConvScreen::usable;
+}
+
+const char* screen_name(ConvScreen screen) {
+  switch (screen) {
+    case ConvScreen::usable: return "usable";
+    case ConvScreen::failed: return "not available";
+    case ConvScreen::workspace: return "workspace over the limit";
+    case ConvScreen::conversion: return "would compute float32 data in float16";
+    case ConvScreen::tensor_cores: return "tensor cores (TF32) where true float32 is asked";
+  }
+  return "";
+}
+
+bool conv_log_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("MIXPREC_CUDNN_LOG");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
 }
 
 }  // namespace detail
@@ -247,6 +276,7 @@ struct Plan {
   cudnnActivationDescriptor_t activation = nullptr;  // forward_bias: identity
   std::vector<Candidate> candidates;
   int first = 0;
+  std::string log;  // MIXPREC_CUDNN_LOG: what became of each ranked result
   bool usable() const { return first < static_cast<int>(candidates.size()); }
 };
 
@@ -269,12 +299,12 @@ cudnnMathType_t math_of(detail::ConvMath m) {
   return m == detail::ConvMath::fma ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
 }
 
-// Whether a heuristic/timed result may run under the key's math rule: never a down-conversion of
-// float32 data to float16 (ALLOW_CONVERSION), and no tensor cores where the key says fma (true
-// float32: TF32 not allowed).
-bool math_ok(cudnnMathType_t m, detail::ConvMath rule) {
-  if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return false;
-  return !(rule == detail::ConvMath::fma && m == CUDNN_TENSOR_OP_MATH);
+// One result's line in the MIXPREC_CUDNN_LOG diagnostic.
+void log_result(std::string& log, int algo, cudnnMathType_t math, std::size_t memory,
+                const char* verdict) {
+  if (!detail::conv_log_enabled()) return;
+  log += " [algo " + std::to_string(algo) + " math " + std::to_string(static_cast<int>(math)) +
+         " " + std::to_string(memory >> 20) + " MiB: " + verdict + "]";
 }
 
 // Every acceptable result, in cuDNN's order (best first): never a down-conversion, no tensor cores
@@ -285,15 +315,26 @@ void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key,
             WorkspaceOf&& workspace_of) {
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[static_cast<std::size_t>(i)];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > detail::kMaxConvWorkspace) continue;
-    if (!math_ok(r.mathType, key.math)) continue;
-    const cudnnMathType_t m = key.math == detail::ConvMath::fma ? CUDNN_FMA_MATH : r.mathType;
-    if (cudnnSetConvolutionMathType(p.conv, m) != CUDNN_STATUS_SUCCESS) continue;
-    std::size_t bytes = 0;
-    if (!workspace_of(static_cast<int>(r.algo), bytes) || bytes > detail::kMaxConvWorkspace) {
+    const int algo = static_cast<int>(r.algo);
+    const detail::ConvScreen screen = detail::screen_result(
+        r.status == CUDNN_STATUS_SUCCESS, r.memory, r.mathType == CUDNN_TENSOR_OP_MATH,
+        r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, key.math);
+    if (screen != detail::ConvScreen::usable) {
+      log_result(p.log, algo, r.mathType, r.memory, detail::screen_name(screen));
       continue;
     }
-    p.candidates.push_back(Candidate{static_cast<int>(r.algo), m, bytes});
+    const cudnnMathType_t m = key.math == detail::ConvMath::fma ? CUDNN_FMA_MATH : r.mathType;
+    if (cudnnSetConvolutionMathType(p.conv, m) != CUDNN_STATUS_SUCCESS) {
+      log_result(p.log, algo, m, r.memory, "math type refused");
+      continue;
+    }
+    std::size_t bytes = 0;
+    if (!workspace_of(algo, bytes) || bytes > detail::kMaxConvWorkspace) {
+      log_result(p.log, algo, m, bytes, "workspace under this math type");
+      continue;
+    }
+    log_result(p.log, algo, m, bytes, "candidate");
+    p.candidates.push_back(Candidate{algo, m, bytes});
   }
 }
 
@@ -470,7 +511,24 @@ Plan plan_for(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const
   std::lock_guard<std::mutex> lock(c.mutex);
   auto it = c.plans.find(key);
   const bool miss = it == c.plans.end();
-  if (miss) it = c.plans.emplace(key, make_plan(handle, key, buffers, device)).first;
+  if (miss) {
+    it = c.plans.emplace(key, make_plan(handle, key, buffers, device)).first;
+    if (detail::conv_log_enabled()) {
+      const ConvPlanKey& k = key;
+      std::fprintf(stderr,
+                   "mixprec cudnn plan: %s %s %s x (%lld, %lld, %lld, %lld) -> %lld, kernel "
+                   "%lldx%lld stride %lld pad %lld,%lld groups %lld:%s\n",
+                   pass_name(k.pass), std::string(dtype_name(k.dtype)).c_str(),
+                   k.math == detail::ConvMath::fma ? "fma" : "tensor-op",
+                   static_cast<long long>(k.batch), static_cast<long long>(k.in_h),
+                   static_cast<long long>(k.in_w), static_cast<long long>(k.in_channels),
+                   static_cast<long long>(k.out_channels), static_cast<long long>(k.kernel_h),
+                   static_cast<long long>(k.kernel_w), static_cast<long long>(k.stride_h),
+                   static_cast<long long>(k.pad_h), static_cast<long long>(k.pad_w),
+                   static_cast<long long>(k.groups),
+                   it->second.log.empty() ? " (one fixed candidate)" : it->second.log.c_str());
+    }
+  }
   std::lock_guard<std::mutex> s(stats_mutex());
   (miss ? stats().misses : stats().hits) += 1;
   stats().entries = static_cast<std::int64_t>(c.plans.size());

@@ -181,6 +181,20 @@ ConvBias conv_bias(DType dtype, Accumulation accumulation, bool has_bias);
 // are skipped.
 inline constexpr std::size_t kMaxConvWorkspace = std::size_t{256} << 20;
 
+// The first screening of one of cuDNN's ranked results (heuristic or timed) for a key: usable, or
+// why not. A usable result is then set up under its math type and its workspace re-read.
+// `tensor_op` and `conversion`: the result's math type is CUDNN_TENSOR_OP_MATH, or
+// CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (float32 data computed in float16: never taken).
+enum class ConvScreen { usable, failed, workspace, conversion, tensor_cores };
+ConvScreen screen_result(bool succeeded, std::size_t workspace, bool tensor_op, bool conversion,
+                         ConvMath rule);
+const char* screen_name(ConvScreen screen);
+
+// MIXPREC_CUDNN_LOG=1: each new convolution plan writes one line to stderr: the pass, dtype, math
+// rule and geometry, and every result cuDNN ranked with what became of it (a diagnostic for
+// slow convolutions, e.g. which algorithms true float32 is left with).
+bool conv_log_enabled();
+
 }  // namespace detail
 
 }  // namespace mixprec::cuda
