@@ -14,7 +14,9 @@
 # Stages: probe, tests, tests:find (the same with MIXPREC_CUDNN_BENCHMARK=1), memcheck, racecheck, smoke (one short training run and one bench row),
 # train (mlp 4096 units batch 8192 and cnn, three policies each; EPOCHS_MLP/EPOCHS_CNN),
 # train512 (the CPU's seed MLP: 512 units, batch 256, 5 epochs, three policies), interop
-# (scripts/gpu/python_interop.py: TensorBoard's EventAccumulator, Hugging Face safetensors),
+# (scripts/gpu/python_interop.py: TensorBoard's EventAccumulator, Hugging Face safetensors), tbpack
+# (TensorBoard's installed files as files/tensorboard-site.tar.xz, for
+# scripts/tensorboard-screenshot.sh on a machine with a browser),
 # bench:STAGES (scripts/bench-gpu.sh with those comma-separated stages, merged into
 # bench/results/<machine>-*.json), mp:MODEL:POLICY:BATCH[:find] (one `mixprec bench` row; find =
 # MIXPREC_CUDNN_BENCHMARK=1), torch:MODEL:POLICIES:BATCH (the PyTorch eager peer, no compile),
@@ -142,6 +144,13 @@ for s in "$@"; do
         "$root/scripts/gpu/python_interop.py" "$wrapped" "$files/interop"
       ;;
     train512) train512 ;;
+    tbpack)  # issue 11: TensorBoard's own files, for scripts/tensorboard-screenshot.sh on the CPU machine
+      stage "pack tensorboard" 60 bash -c 'site=$(python3 -c "import os, tensorboard; print(os.path.dirname(os.path.dirname(tensorboard.__file__)))") &&
+        cd "$site" && python3 -c "import tensorboard; print(\"tensorboard\", tensorboard.__version__)" &&
+        tar -cJf "$1/tensorboard-site.tar.xz" tensorboard tensorboard-*.dist-info \
+          $(ls -d tensorboard_data_server tensorboard_data_server-*.dist-info 2>/dev/null) &&
+        ls -la "$1/tensorboard-site.tar.xz"' _ "$files"
+      ;;
     mp:*)
       IFS=: read -r _ m p b f <<<"$s"
       mp_row "$m" "$p" "$b" "$f"
