@@ -12,7 +12,7 @@
 # against mixed_float16 batch 32, Adam, TensorBoard callback with histograms) with build/'s CLI,
 # serves the logs with TensorBoard and screenshots the time-series page with headless chromium.
 # Output: docs/images/tensorboard-seed002.png (or the given path). Environment: MIXPREC (the CLI,
-# default build/tools/mixprec/mixprec), EPOCHS (3), PORT (6123).
+# default build/tools/mixprec/mixprec), EPOCHS (8), PORT (6123).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -43,7 +43,7 @@ python3 -c "import tensorboard; print('tensorboard-screenshot: TensorBoard', ten
 
 # Seed 002 at a CPU size (README, "Seed 002 as commands"): a real training run of both policies.
 "$cli" compare --model efficientnet-b0 --dataset synthetic:32x32x3:100:512 --input-size 32 \
-  --policies float32,mixed_float16 --batch-sizes 16,32 --epochs "${EPOCHS:-3}" \
+  --policies float32,mixed_float16 --batch-sizes 16,32 --epochs "${EPOCHS:-8}" \
   --validation-split 0.2 --optimizer adam --tensorboard "$work/logs/fit" --histogram-freq 1
 
 # --load_fast=false: TensorBoard's Python reader (its Rust data server may not run here).
