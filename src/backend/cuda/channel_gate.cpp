@@ -8,8 +8,8 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/copy.h"
 #include "core/tensor_impl.h"
-#include "mixprec/ops.h"
 #include "mixprec/error.h"
+#include "mixprec/ops.h"
 
 namespace mixprec::cuda {
 
@@ -36,8 +36,10 @@ Tensor channel_gate_backward(const Tensor& g, const Tensor& full, const Shape& s
         describe(g) + " and " + describe(full));
   }
   const Device device = g.device();
-  if (small_shape == full.shape()) return mul(g, full);  // nothing broadcast
-  if (full.numel() == 0) {  // empty sums (or an empty result)
+  // Nothing broadcast: the products, each rounded once, as mul's.
+  if (small_shape == full.shape()) return mul(g, full);
+  // No elements: empty sums (zeros), or an empty result.
+  if (full.numel() == 0) {
     Tensor out = core::make_tensor(small_shape, g.dtype(), device);
     if (out.numel() > 0) fill(out, 0.0);
     return out;
