@@ -24,6 +24,33 @@ namespace mixprec::cuda::kernels::depthwise_kernels {
 template <int S>
 inline constexpr int kTileOf = S == 1 ? 8 : 4;
 
+// The channel pairs of columns first, ..., first + N - 1 of one row (row: the row's column 0 at
+// this thread's channel pair), width columns wide: values[s] and inside[s] (zero outside).
+template <typename T, int N>
+__device__ __forceinline__ void load_row_span(const T* row, std::int32_t first, std::int32_t width,
+                                              std::int32_t channels, compute_t<T> (&values)[N][2],
+                                              bool (&inside)[N]) {
+  MIXPREC_UNROLL_ALL
+  for (int s = 0; s < N; ++s) {
+    const std::int32_t col = first + s;
+    inside[s] = col >= 0 && col < width;
+    const Lanes<T, 2> v = inside[s] ? load_lanes<T, 2>(row + col * channels) : Lanes<T, 2>{};
+    values[s][0] = inside[s] ? to_compute(v.v[0]) : compute_t<T>(0);
+    values[s][1] = inside[s] ? to_compute(v.v[1]) : compute_t<T>(0);
+  }
+}
+
+// The K filter pairs of window row kh at channel pair c.
+template <typename T, int K>
+__device__ __forceinline__ void load_filter_row(const T* w, int kh, std::int32_t channels,
+                                                std::int32_t c, compute_t<T> (&wk)[K][2]) {
+  MIXPREC_UNROLL_ALL
+  for (int kw = 0; kw < K; ++kw) {
+    const Lanes<T, 2> v = load_lanes<T, 2>(w + (kh * K + kw) * channels + c);
+    wk[kw][0] = to_compute(v.v[0]), wk[kw][1] = to_compute(v.v[1]);
+  }
+}
+
 // Thread q = ((n * OH + oh) * tiles + tile) * pairs + j computes channels 2j, 2j + 1 of outputs
 // (n, oh, tile * kTile + t), t < kTile, of a stride-S window. 32-bit indices (the launcher checks).
 template <typename T, int K, int S>
@@ -58,20 +85,9 @@ __global__ void forward_tiled_kernel(DepthwiseGeometry g, const T* __restrict__ 
       const T* row = x + ((n * in_h + ih) * in_w) * channels + c;
       C xs[kSpan][2];
       bool inside[kSpan];
-      MIXPREC_UNROLL_ALL
-      for (int s = 0; s < kSpan; ++s) {
-        const std::int32_t iw = iw0 + s;
-        inside[s] = iw >= 0 && iw < in_w;
-        const Lanes<T, 2> v = inside[s] ? load_lanes<T, 2>(row + iw * channels) : Lanes<T, 2>{};
-        xs[s][0] = inside[s] ? to_compute(v.v[0]) : C(0);
-        xs[s][1] = inside[s] ? to_compute(v.v[1]) : C(0);
-      }
+      load_row_span<T, kSpan>(row, iw0, in_w, channels, xs, inside);
       C wk[K][2];
-      MIXPREC_UNROLL_ALL
-      for (int kw = 0; kw < K; ++kw) {
-        const Lanes<T, 2> v = load_lanes<T, 2>(w + (kh * K + kw) * channels + c);
-        wk[kw][0] = to_compute(v.v[0]), wk[kw][1] = to_compute(v.v[1]);
-      }
+      load_filter_row<T, K>(w, kh, channels, c, wk);
       MIXPREC_UNROLL_ALL
       for (int o = 0; o < kTile; ++o) {
         MIXPREC_UNROLL_ALL
@@ -138,20 +154,9 @@ __global__ void backward_data_tiled_kernel(DepthwiseGeometry g, const T* __restr
       const T* row = dy + ((n * out_h + oh) * out_w) * channels + c;
       C gs[kSpan][2];
       bool inside[kSpan];
-      MIXPREC_UNROLL_ALL
-      for (int s = 0; s < kSpan; ++s) {
-        const std::int32_t ow = ow_first + s;
-        inside[s] = ow >= 0 && ow < out_w;
-        const Lanes<T, 2> v = inside[s] ? load_lanes<T, 2>(row + ow * channels) : Lanes<T, 2>{};
-        gs[s][0] = inside[s] ? to_compute(v.v[0]) : C(0);
-        gs[s][1] = inside[s] ? to_compute(v.v[1]) : C(0);
-      }
+      load_row_span<T, kSpan>(row, ow_first, out_w, channels, gs, inside);
       C wk[K][2];
-      MIXPREC_UNROLL_ALL
-      for (int kw = 0; kw < K; ++kw) {
-        const Lanes<T, 2> v = load_lanes<T, 2>(w + (kh * K + kw) * channels + c);
-        wk[kw][0] = to_compute(v.v[0]), wk[kw][1] = to_compute(v.v[1]);
-      }
+      load_filter_row<T, K>(w, kh, channels, c, wk);
       MIXPREC_UNROLL_ALL
       for (int o = 0; o < kTile; ++o) {
         MIXPREC_UNROLL_ALL
