@@ -121,6 +121,22 @@ double block_ordered_sum(const P* v, std::int64_t count, std::int64_t stride) {
   return total;
 }
 
+// The threads of a launch of whole kThreads-thread blocks covering `threads` (the launchers'
+// blocks_exact grids, whose kernels return early past their work).
+inline std::int64_t block_grid(std::int64_t threads) {
+  return (threads + kThreads - 1) / kThreads * kThreads;
+}
+
+// Half the spacing of T's numbers relative to a value: 2^-11 (float16), 2^-8 (bfloat16), 2^-24
+// (float), 2^-53 (double).
+template <typename T>
+double unit_roundoff_of() {
+  if constexpr (std::is_same_v<T, float16>) return 0x1p-11;
+  if constexpr (std::is_same_v<T, bfloat16>) return 0x1p-8;
+  if constexpr (std::is_same_v<T, double>) return 0x1p-53;
+  return 0x1p-24;
+}
+
 // Runs body() once per thread of a grid of `threads` threads (a multiple of kWarp for kernels that
 // sum by warps), in thread order.
 template <typename Body>

@@ -40,17 +40,6 @@ using batch_norm_kernels::partial_sums_kernel;
 using batch_norm_kernels::scale_kernel;
 using batch_norm_kernels::Sums;
 
-constexpr std::int64_t kBlock = 256;  // the launcher's block size (kThreads)
-std::int64_t exact_grid(std::int64_t threads) { return (threads + kBlock - 1) / kBlock * kBlock; }
-
-template <typename T>
-double unit_of() {
-  if constexpr (std::is_same_v<T, float16>) return std::ldexp(1.0, -11);
-  if constexpr (std::is_same_v<T, bfloat16>) return std::ldexp(1.0, -8);
-  if constexpr (std::is_same_v<T, double>) return std::ldexp(1.0, -53);
-  return std::ldexp(1.0, -24);
-}
-
 ::testing::AssertionResult near(const char* what, std::int64_t i, double got, double ref,
                                 double bound) {
   if (std::abs(got - ref) <= bound) return ::testing::AssertionSuccess();
@@ -116,7 +105,7 @@ void run_kernels(Case<T>& k) {
   using I = std::conditional_t<V == 1, std::int64_t, std::int32_t>;
   const std::int64_t rows = k.rows, channels = k.channels, parts = k.parts;
   const std::int64_t total = rows * channels;
-  const std::int64_t sums_grid = exact_grid(parts * (channels / V));
+  const std::int64_t sums_grid = block_grid(parts * (channels / V));
   const std::int64_t finish_grid = channels * kThreads;  // one block per channel
   run_grid(sums_grid, [&] {
     partial_sums_kernel<T, Sums::x, Identity, V>(k.x.data(), nullptr, nullptr, rows, channels,
@@ -163,8 +152,8 @@ void expect_channel(const Case<T>& k, std::int64_t c, const Reference& ref) {
   // counts only for float64 storage).
   const double terms =
       static_cast<double>((rows + k.parts - 1) / k.parts + (k.parts + 31) / 32 + 6);
-  const double u = std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  const double sum_bound = 1.01 * terms * u, u_out = unit_of<T>();
+  const double u = unit_roundoff_of<compute_t<T>>();
+  const double sum_bound = 1.01 * terms * u, u_out = unit_roundoff_of<T>();
   // A smooth activation's derivative is evaluated at the kernel's float pre-activation, a few ulps
   // from the exact one, with the float math library: a relative error of some u32 per term.
   const double term_error = ref.act ? 64 * std::ldexp(1.0, -24) : 0.0;

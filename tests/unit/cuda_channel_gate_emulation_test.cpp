@@ -31,18 +31,6 @@ using channel_gate_kernels::gate_finish_kernel;
 using channel_gate_kernels::gate_finish_warp_kernel;
 using channel_gate_kernels::gate_partials_kernel;
 
-constexpr std::int64_t kBlock = 256;  // the launcher's block size (kThreads)
-
-std::int64_t exact_grid(std::int64_t threads) { return (threads + kBlock - 1) / kBlock * kBlock; }
-
-template <typename T>
-double unit_of() {
-  if constexpr (std::is_same_v<T, float16>) return std::ldexp(1.0, -11);
-  if constexpr (std::is_same_v<T, bfloat16>) return std::ldexp(1.0, -8);
-  if constexpr (std::is_same_v<T, double>) return std::ldexp(1.0, -53);
-  return std::ldexp(1.0, -24);
-}
-
 // Runs both passes as channel_gate_backward's launcher does, for a given pair choice.
 template <typename T>
 std::vector<T> run_kernels(const ChannelGeometry& geo, const GatePlan& plan,
@@ -51,7 +39,7 @@ std::vector<T> run_kernels(const ChannelGeometry& geo, const GatePlan& plan,
   std::vector<compute_t<T>> partials(plan.partials, compute_t<T>(1e30));  // poisoned
   const bool direct = plan.parts == 1;
   const auto pass1 = [&]<int V>() {
-    run_grid(exact_grid(geo.groups * plan.parts * (geo.channels / V)), [&] {
+    run_grid(block_grid(geo.groups * plan.parts * (geo.channels / V)), [&] {
       gate_partials_kernel<T, V>(geo, plan.parts, g.data(), x.data(),
                                  direct ? nullptr : partials.data(), direct ? out.data() : nullptr);
     });
@@ -59,7 +47,7 @@ std::vector<T> run_kernels(const ChannelGeometry& geo, const GatePlan& plan,
   plan.vector == 2 ? pass1.template operator()<2>() : pass1.template operator()<1>();
   if (direct) return out;
   if (plan.warp_finish) {
-    run_grid(exact_grid(geo.groups * geo.channels * kWarp), [&] {
+    run_grid(block_grid(geo.groups * geo.channels * kWarp), [&] {
       gate_finish_warp_kernel<T>(partials.data(), plan.parts, geo.groups, geo.channels, out.data());
     });
   } else {
@@ -88,8 +76,9 @@ void expect_gate(DType dtype, const ChannelGeometry& geo, bool aligned, std::uin
   }
   const std::vector<T> got = run_kernels<T>(geo, plan, g, x);
   const double k = static_cast<double>((geo.rows + plan.parts - 1) / plan.parts);
-  const double u_sum = std::is_same_v<T, double> ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  const double u_store = unit_of<T>() + (std::is_same_v<T, double> ? 0.0 : std::ldexp(1.0, -24));
+  const double u_sum = unit_roundoff_of<compute_t<T>>();
+  // double -> float -> T: two roundings for the non-double types.
+  const double u_store = unit_roundoff_of<T>() + (std::is_same_v<T, double> ? 0.0 : u_sum);
   for (std::int64_t o = 0; o < geo.groups * geo.channels; ++o) {
     const std::int64_t group = o / geo.channels, c = o % geo.channels;
     double exact = 0.0, magnitude = 0.0;

@@ -132,11 +132,8 @@ Exact exact_of(const DepthwiseGeometry& g, const std::vector<double>& x,
 template <typename T>
 ::testing::AssertionResult within_exact(const std::vector<T>& got, const std::vector<double>& exact,
                                         const std::vector<double>& magnitude, double terms) {
-  constexpr bool wide = std::is_same_v<T, double>;
-  const double u_sum = std::ldexp(1.0, wide ? -53 : -24);
-  const double u_store = std::is_same_v<T, float16>    ? std::ldexp(1.0, -11)
-                         : std::is_same_v<T, bfloat16> ? std::ldexp(1.0, -8)
-                                                       : u_sum;
+  const double u_sum = unit_roundoff_of<compute_t<T>>();
+  const double u_store = unit_roundoff_of<T>();
   const double floor = std::is_same_v<T, float16> ? std::ldexp(1.0, -25) : 0.0;
   for (std::size_t i = 0; i < exact.size(); ++i) {
     const double value = static_cast<double>(to_compute(got[i]));
