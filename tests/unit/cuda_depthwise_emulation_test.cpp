@@ -159,6 +159,22 @@ void draw(std::size_t count, double lo, double hi, std::uint32_t seed, std::vect
   }
 }
 
+// A case's x, filters, bias and dy, each drawn from its own seed (first_seed, +1, +2, +3) and
+// rounded to T, as T and as double (x, w, b, dy; xe, we, be, dye).
+template <typename T>
+struct Operands {
+  std::vector<T> x, w, b, dy;
+  std::vector<double> xe, we, be, dye;
+  Operands(const DepthwiseGeometry& g, std::uint32_t first_seed, double dy_lo = -1,
+           double dy_hi = 1) {
+    const std::int64_t cm = g.channels * g.multiplier;
+    draw<T>(g.batch * g.in_h * g.in_w * g.channels, -1, 1, first_seed, x, xe);
+    draw<T>(g.kernel_h * g.kernel_w * cm, -1, 1, first_seed + 1, w, we);
+    draw<T>(cm, -1, 1, first_seed + 2, b, be);
+    draw<T>(g.batch * g.out_h * g.out_w * cm, dy_lo, dy_hi, first_seed + 3, dy, dye);
+  }
+};
+
 // Calls f.template operator()<K, S>() for the runtime window and, where the case has one, the
 // fixed window the launchers pick (depthwise.cu's with_window).
 template <typename F>
@@ -176,12 +192,7 @@ template <typename T>
 void expect_forward_and_input_gradient(const Case& c) {
   const DepthwiseGeometry g = geometry_of(c);
   const std::int64_t cm = g.channels * g.multiplier;
-  std::vector<T> x, w, b, dy;
-  std::vector<double> xe, we, be, dye;
-  draw<T>(g.batch * g.in_h * g.in_w * g.channels, -1, 1, 1, x, xe);
-  draw<T>(g.kernel_h * g.kernel_w * cm, -1, 1, 2, w, we);
-  draw<T>(cm, -1, 1, 3, b, be);
-  draw<T>(g.batch * g.out_h * g.out_w * cm, -1, 1, 4, dy, dye);
+  const auto& [x, w, b, dy, xe, we, be, dye] = Operands<T>(g, 1);
   const Exact e = exact_of(g, xe, we, be, dye);
   const double taps = static_cast<double>(g.kernel_h * g.kernel_w * g.multiplier) + 1;
   const bool pairs_forward = cm % 2 == 0 && (g.multiplier == 1 || g.multiplier % 2 == 0);
@@ -216,12 +227,7 @@ template <typename T>
 void expect_tiled_like_plain(const Case& c) {
   const DepthwiseGeometry g = geometry_of(c);
   if (g.multiplier != 1 || g.channels % 2 != 0 || g.dilation_h != 1) return;
-  std::vector<T> x, w, b, dy;
-  std::vector<double> xe, we, be, dye;
-  draw<T>(g.batch * g.in_h * g.in_w * g.channels, -1, 1, 21, x, xe);
-  draw<T>(g.kernel_h * g.kernel_w * g.channels, -1, 1, 22, w, we);
-  draw<T>(g.channels, -1, 1, 23, b, be);
-  draw<T>(g.batch * g.out_h * g.out_w * g.channels, -1, 1, 24, dy, dye);
+  const auto& [x, w, b, dy, xe, we, be, dye] = Operands<T>(g, 21);
   const auto same_bits = [](const std::vector<T>& a, const std::vector<T>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
   };
@@ -261,12 +267,7 @@ template <typename T>
 void expect_filter_gradient(const Case& c) {
   const DepthwiseGeometry g = geometry_of(c);
   const std::int64_t cm = g.channels * g.multiplier;
-  std::vector<T> x, w, b, dy;
-  std::vector<double> xe, we, be, dye;
-  draw<T>(g.batch * g.in_h * g.in_w * g.channels, -1, 1, 5, x, xe);
-  draw<T>(g.kernel_h * g.kernel_w * cm, -1, 1, 6, w, we);
-  draw<T>(cm, -1, 1, 7, b, be);
-  draw<T>(g.batch * g.out_h * g.out_w * cm, -1, 1, 8, dy, dye);
+  const auto& [x, w, b, dy, xe, we, be, dye] = Operands<T>(g, 5);
   const Exact e = exact_of(g, xe, we, be, dye);
   const std::int64_t chunks = depthwise_filter_chunks(g, Accumulation::float32);
   const std::int64_t e_count = static_cast<std::int64_t>(w.size());
@@ -338,12 +339,7 @@ template <typename T>
 void expect_sixteen_bit_accumulation(const Case& c, DType dtype) {
   const DepthwiseGeometry g = geometry_of(c);
   const std::int64_t cm = g.channels * g.multiplier;
-  std::vector<T> x, w, b, dy;
-  std::vector<double> xe, we, be, dye;
-  draw<T>(g.batch * g.in_h * g.in_w * g.channels, -1, 1, 9, x, xe);
-  draw<T>(g.kernel_h * g.kernel_w * cm, -1, 1, 10, w, we);
-  draw<T>(cm, -1, 1, 11, b, be);
-  draw<T>(g.batch * g.out_h * g.out_w * cm, 0.5, 1.5, 12, dy, dye);
+  const auto& [x, w, b, dy, xe, we, be, dye] = Operands<T>(g, 9, 0.5, 1.5);
   Conv2dOptions options;
   options.strides = {static_cast<int>(c.stride), static_cast<int>(c.stride)};
   options.dilation = {static_cast<int>(c.dilation), static_cast<int>(c.dilation)};
