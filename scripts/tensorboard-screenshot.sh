@@ -10,7 +10,8 @@
 # Steps: installs the dependencies and chromium (apt), unpacks TensorBoard into a scratch folder
 # on PYTHONPATH, trains seed 002's comparison at a CPU size (EfficientNet-B0, float32 batch 16
 # against mixed_float16 batch 32, Adam, TensorBoard callback with histograms) with build/'s CLI,
-# serves the logs with TensorBoard and screenshots the time-series page with headless chromium.
+# serves the logs with TensorBoard and screenshots the per-epoch scalars (both runs overlaid) with
+# headless chromium.
 # Output: docs/images/tensorboard-seed002.png (or the given path). Environment: MIXPREC (the CLI,
 # default build/tools/mixprec/mixprec), EPOCHS (8), PORT (6123).
 set -euo pipefail
@@ -20,6 +21,9 @@ tarball=${1:?usage: scripts/tensorboard-screenshot.sh tensorboard-site.tar.xz [o
 png=${2:-$root/docs/images/tensorboard-seed002.png}
 cli=${MIXPREC:-$root/build/tools/mixprec/mixprec}
 port=${PORT:-6123}
+# Debian's interpreter: the one the apt packages below install for (a pyenv or venv python3 on
+# PATH would not see them).
+python=/usr/bin/python3
 [[ -f "$tarball" ]] || { echo "tensorboard-screenshot: no file $tarball" >&2; exit 2; }
 [[ -x "$cli" ]] || { echo "tensorboard-screenshot: no CLI at $cli (make, or set MIXPREC)" >&2; exit 2; }
 
@@ -27,7 +31,7 @@ apt_get=(apt-get)
 [[ $(id -u) -ne 0 ]] && apt_get=(sudo apt-get)
 "${apt_get[@]}" install -y --no-install-recommends python3-protobuf python3-grpcio \
   python3-werkzeug python3-markdown python3-numpy python3-absl python3-six python3-packaging \
-  python3-setuptools chromium curl >/dev/null
+  python3-setuptools python3-pil chromium curl >/dev/null
 
 work=$(mktemp -d)
 server=
@@ -39,7 +43,7 @@ trap cleanup EXIT
 mkdir -p "$work/site"
 tar -C "$work/site" -xJf "$tarball"
 export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
-python3 -c "import tensorboard; print('tensorboard-screenshot: TensorBoard', tensorboard.__version__)"
+"$python" -c "import tensorboard; print('tensorboard-screenshot: TensorBoard', tensorboard.__version__)"
 
 # Seed 002 at a CPU size (README, "Seed 002 as commands"): a real training run of both policies.
 "$cli" compare --model efficientnet-b0 --dataset synthetic:32x32x3:100:512 --input-size 32 \
@@ -47,7 +51,7 @@ python3 -c "import tensorboard; print('tensorboard-screenshot: TensorBoard', ten
   --validation-split 0.2 --optimizer adam --tensorboard "$work/logs/fit" --histogram-freq 1
 
 # --load_fast=false: TensorBoard's Python reader (its Rust data server may not run here).
-python3 -m tensorboard.main --logdir "$work/logs/fit" --port "$port" --load_fast=false \
+"$python" -m tensorboard.main --logdir "$work/logs/fit" --port "$port" --load_fast=false \
   >"$work/tensorboard.log" 2>&1 &
 server=$!
 for _ in $(seq 60); do
@@ -61,6 +65,6 @@ curl -sf "http://localhost:$port/" >/dev/null || {
 }
 mkdir -p "$(dirname "$png")"
 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,1100 \
-  --virtual-time-budget=20000 --screenshot="$png" "http://localhost:$port/#timeseries" 2>/dev/null
+  --virtual-time-budget=20000 --screenshot="$png" "http://localhost:$port/#scalars" 2>/dev/null
 [[ -s "$png" ]] || { echo "tensorboard-screenshot: chromium wrote no image" >&2; exit 1; }
 echo "tensorboard-screenshot: wrote $png"

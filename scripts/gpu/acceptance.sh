@@ -144,11 +144,12 @@ for s in "$@"; do
         "$root/scripts/gpu/python_interop.py" "$wrapped" "$files/interop"
       ;;
     train512) train512 ;;
-    tbpack)  # issue 11: TensorBoard's own files, for scripts/tensorboard-screenshot.sh on the CPU machine
+    tbpack)  # issue 11: TensorBoard and the protobuf it was generated for (newer than Debian's;
+      # abi3 wheels), for scripts/tensorboard-screenshot.sh on the CPU machine
       stage "pack tensorboard" 60 bash -c 'site=$(python3 -c "import os, tensorboard; print(os.path.dirname(os.path.dirname(tensorboard.__file__)))") &&
         cd "$site" && python3 -c "import tensorboard; print(\"tensorboard\", tensorboard.__version__)" &&
-        tar -cJf "$1/tensorboard-site.tar.xz" tensorboard tensorboard-*.dist-info \
-          $(ls -d tensorboard_data_server tensorboard_data_server-*.dist-info 2>/dev/null) &&
+        tar -cJf "$1/tensorboard-site.tar.xz" tensorboard tensorboard-*.dist-info google/protobuf \
+          $(ls -d protobuf-*.dist-info tensorboard_data_server tensorboard_data_server-*.dist-info 2>/dev/null) &&
         ls -la "$1/tensorboard-site.tar.xz"' _ "$files"
       ;;
     mp:*)
