@@ -82,22 +82,25 @@ inline constexpr int kThreads = 256;
 inline std::int64_t block_index() { return emulation::thread / kThreads; }
 inline int thread_in_block() { return static_cast<int>(emulation::thread % kThreads); }
 
-// common.cuh's block_ordered_sum: thread t of the block adds v[k * stride] for k = t, t + kThreads,
-// ...; each warp's 32 sums by warp_ordered_sum's butterfly; then the warps' sums in warp order.
-template <typename P>
-double block_ordered_sum(const P* v, std::int64_t count, std::int64_t stride) {
-  // Every thread of a block asks for the same sums (a kernel may take several): each is computed
-  // once per block and call.
+// common.cuh's block_ordered_sum: thread t of the block adds term(k) for k = t, t + kThreads, ...;
+// each warp's 32 sums by warp_ordered_sum's butterfly; then the warps' sums in warp order.
+template <typename Term>
+double block_ordered_sum(std::int64_t count, Term&& term) {
+  // Every thread of a block asks for the same sums in the same order (the device's precondition):
+  // the n-th call of a block is computed by its first thread and remembered for the others.
   struct Entry {
-    const void* v = nullptr;
-    std::int64_t count = -1, stride = 0, block = -1, grid = -1;
+    std::int64_t grid = -1, block = -1, call = -1;
     double total = 0.0;
   };
-  static Entry cache[4];
+  static Entry cache[8];
   static int next = 0;
+  static std::int64_t caller = -1, grid_of_caller = -1, call = 0;
+  if (emulation::thread != caller || emulation::grids != grid_of_caller) {
+    caller = emulation::thread, grid_of_caller = emulation::grids, call = 0;
+  }
+  const std::int64_t this_call = call++;
   for (const Entry& e : cache) {
-    if (e.v == v && e.count == count && e.stride == stride && e.block == block_index() &&
-        e.grid == emulation::grids) {
+    if (e.grid == emulation::grids && e.block == block_index() && e.call == this_call) {
       return e.total;
     }
   }
@@ -105,19 +108,17 @@ double block_ordered_sum(const P* v, std::int64_t count, std::int64_t stride) {
   for (int w = 0; w < kThreads / kWarp; ++w) {
     double lane[kWarp] = {};
     for (int l = 0; l < kWarp; ++l) {
-      for (std::int64_t k = w * kWarp + l; k < count; k += kThreads) {
-        lane[l] += static_cast<double>(v[k * stride]);
-      }
+      for (std::int64_t k = w * kWarp + l; k < count; k += kThreads) lane[l] += term(k);
     }
     for (int d = kWarp / 2; d > 0; d /= 2) {
-      double next[kWarp];
-      for (int l = 0; l < kWarp; ++l) next[l] = lane[l] + lane[l ^ d];
-      for (int l = 0; l < kWarp; ++l) lane[l] = next[l];
+      double next_lane[kWarp];
+      for (int l = 0; l < kWarp; ++l) next_lane[l] = lane[l] + lane[l ^ d];
+      for (int l = 0; l < kWarp; ++l) lane[l] = next_lane[l];
     }
     total += lane[0];
   }
-  cache[next] = Entry{v, count, stride, block_index(), emulation::grids, total};
-  next = (next + 1) % 4;
+  cache[next] = Entry{emulation::grids, block_index(), this_call, total};
+  next = (next + 1) % 8;
   return total;
 }
 

@@ -72,15 +72,12 @@ BatchNormTrainingResult training(const Tensor& x, const Tensor& gamma, const Ten
   StreamScope scope(device);
   const Tensor xc = contiguous(x.detach());
   const Tensor g = as_stat(gamma, stat), b = as_stat(beta, stat);
-  Tensor partials = scratch(kernels::batch_norm_parts(x.dtype(), r.m, r.c) * r.c, stat, device);
-  Tensor scale = scratch(r.c, stat, device);
-  kernels::batch_norm_mean(x.dtype(), xc.data_ptr(), r.m, r.c, partials.data_ptr(),
-                           out.mean.data_ptr(), scope.stream());
-  kernels::batch_norm_variance(x.dtype(), xc.data_ptr(), out.mean.data_ptr(), g.data_ptr(), epsilon,
-                               r.m, r.c, partials.data_ptr(), out.variance.data_ptr(),
-                               scale.data_ptr(), scope.stream());
-  kernels::batch_norm_normalize(x.dtype(), xc.data_ptr(), out.mean.data_ptr(), scale.data_ptr(),
-                                b.data_ptr(), r.m, r.c, out.y.data_ptr(), scope.stream(), act);
+  Tensor partials = scratch(2 * kernels::batch_norm_parts(x.dtype(), r.m, r.c) * r.c, stat, device);
+  kernels::batch_norm_statistics(x.dtype(), xc.data_ptr(), r.m, r.c, partials.data_ptr(),
+                                 out.mean.data_ptr(), out.variance.data_ptr(), scope.stream());
+  kernels::batch_norm_normalize(x.dtype(), xc.data_ptr(), out.mean.data_ptr(),
+                                out.variance.data_ptr(), g.data_ptr(), b.data_ptr(), epsilon, r.m,
+                                r.c, out.y.data_ptr(), scope.stream(), act);
   return out;
 }
 
@@ -95,11 +92,8 @@ Tensor inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const
   const Tensor xc = contiguous(x.detach());
   const Tensor g = as_stat(gamma, stat), b = as_stat(beta, stat);
   const Tensor m = as_stat(mean, stat), v = as_stat(variance, stat);
-  Tensor scale = scratch(r.c, stat, device);
-  kernels::batch_norm_scale(x.dtype(), v.data_ptr(), g.data_ptr(), epsilon, r.c, scale.data_ptr(),
-                            scope.stream());
-  kernels::batch_norm_normalize(x.dtype(), xc.data_ptr(), m.data_ptr(), scale.data_ptr(),
-                                b.data_ptr(), r.m, r.c, y.data_ptr(), scope.stream(), act);
+  kernels::batch_norm_normalize(x.dtype(), xc.data_ptr(), m.data_ptr(), v.data_ptr(), g.data_ptr(),
+                                b.data_ptr(), epsilon, r.m, r.c, y.data_ptr(), scope.stream(), act);
   return y;
 }
 
@@ -129,18 +123,13 @@ BatchNormGradients backward(const char* op, const Tensor& dy, const Tensor& x, c
   const Tensor g = as_stat(gamma, stat), m = as_stat(mean, stat), v = as_stat(variance, stat);
   Tensor partials = scratch(2 * kernels::batch_norm_parts(x.dtype(), r.m, r.c) * r.c, stat, device);
   Tensor coefficients = scratch(3 * r.c, stat, device);
-  Tensor scale, b;
-  if (act != kernels::BnActivation::none) {  // the forward's scale, for the pre-activation
-    scale = scratch(r.c, stat, device);
-    b = as_stat(beta, stat);
-    kernels::batch_norm_scale(x.dtype(), v.data_ptr(), g.data_ptr(), epsilon, r.c, scale.data_ptr(),
-                              scope.stream());
-  }
-  kernels::batch_norm_backward(
-      x.dtype(), gc.data_ptr(), xc.data_ptr(), m.data_ptr(), v.data_ptr(), g.data_ptr(), epsilon,
-      statistics == BatchNormStats::batch, r.m, r.c, partials.data_ptr(), coefficients.data_ptr(),
-      out.dgamma.data_ptr(), out.dbeta.data_ptr(), out.dx.data_ptr(), scope.stream(), act,
-      scale.defined() ? scale.data_ptr() : nullptr, b.defined() ? b.data_ptr() : nullptr);
+  // beta: for the fused activation's pre-activation only.
+  const Tensor b = act != kernels::BnActivation::none ? as_stat(beta, stat) : Tensor();
+  kernels::batch_norm_backward(x.dtype(), gc.data_ptr(), xc.data_ptr(), m.data_ptr(), v.data_ptr(),
+                               g.data_ptr(), b.defined() ? b.data_ptr() : nullptr, epsilon,
+                               statistics == BatchNormStats::batch, r.m, r.c, partials.data_ptr(),
+                               coefficients.data_ptr(), out.dgamma.data_ptr(), out.dbeta.data_ptr(),
+                               out.dx.data_ptr(), scope.stream(), act);
   return out;
 }
 

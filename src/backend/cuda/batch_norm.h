@@ -1,12 +1,13 @@
 // Batch normalization on CUDA (mirrors cpu/batch_norm.h) with own kernels (kernels/batch_norm.cu)
 // rather than cuDNN's deprecated batch-norm API: x (..., C) is a row-major (M, C) matrix, M = numel
 // / C (NHWC: every pixel a row). Statistics and parameters in float32 (float64 for float64 x):
-//  - per-channel sums in two deterministic passes: thread (p, c) of parts * C threads sums rows
-//    p, p + parts, p + 2 parts, ... in float (consecutive threads read consecutive channels:
-//    coalesced), then one warp per channel adds the `parts` partial sums in double in a fixed
-//    order (lane l the partials l, l + 32, ..., then a butterfly over the lanes); no atomics, so
-//    results do not vary from run to run;
-//  - the mean first, then the mean of (x - mean)^2 (the BIASED variance), as the CPU does;
+//  - per-channel reductions in two deterministic steps: thread (p, c) of parts * C threads reduces
+//    rows p, p + parts, p + 2 parts, ... in float (consecutive threads read consecutive channels:
+//    coalesced), then one block per channel combines the `parts` partial results in double in a
+//    fixed order (block_ordered_sum); no atomics, so results do not vary from run to run;
+//  - the statistics in one pass over x: Welford's recurrence per part (on x minus a sample of the
+//    channel, so that a large mean does not cost precision), the parts combined by Chan's formula:
+//    the mean and the BIASED variance, as the CPU's two passes give them up to rounding;
 //  - y = (x - mean) * (gamma / sqrt(variance + epsilon)) + beta computed in float, rounded once;
 //  - backward with the two per-channel sums sum(dy) and sum(dy * (x - mean)).
 #pragma once
@@ -63,40 +64,39 @@ BatchNormGradients batch_norm_activation_backward(const Tensor& dy, const Tensor
 namespace kernels {
 
 // x, dy: contiguous (rows, channels) of `dtype`; per-channel vectors (C) of the statistics type P
-// (float; double for float64). `partials`: parts * C values of P per summed quantity, parts =
-// batch_norm_parts: about 2^17 pass-1 threads of one 16-byte vector of channels each (one
-// channel where C is no multiple of the vector), at most 8192 parts and at most the rows.
+// (float; double for float64). `partials`: 2 * parts * C values of P, parts = batch_norm_parts:
+// about 2^17 pass-1 threads of one 16-byte vector of channels each (one channel where C is no
+// multiple of the vector), at most 8192 parts and at most the rows.
 std::int64_t batch_norm_parts(DType dtype, std::int64_t rows, std::int64_t channels);
+// The row parts of the elementwise passes (normalize, dx) for `lanes` channel vectors per row:
+// about 2^18 threads, at most the rows.
+std::int64_t batch_norm_elementwise_parts(std::int64_t lanes, std::int64_t rows);
 
-// mean[c] = sum of x over the rows / rows.
-void batch_norm_mean(DType dtype, const void* x, std::int64_t rows, std::int64_t channels,
-                     void* partials, void* mean, cudaStream_t s);
-// variance[c] = sum of (x - mean)^2 / rows (biased); scale[c] = gamma / sqrt(variance + epsilon).
-void batch_norm_variance(DType dtype, const void* x, const void* mean, const void* gamma,
-                         double epsilon, std::int64_t rows, std::int64_t channels, void* partials,
-                         void* variance, void* scale, cudaStream_t s);
-// scale[c] = gamma / sqrt(variance + epsilon) from given statistics.
-void batch_norm_scale(DType dtype, const void* variance, const void* gamma, double epsilon,
-                      std::int64_t channels, void* scale, cudaStream_t s);
+// mean[c] and the biased variance[c] of x over the rows, in one pass over x (Welford per part,
+// Chan's combination of the parts in double).
+void batch_norm_statistics(DType dtype, const void* x, std::int64_t rows, std::int64_t channels,
+                           void* partials, void* mean, void* variance, cudaStream_t s);
+
 // The activation fused after the normalization (the fused op, batch_norm_activation_*): none for
 // plain batch normalization. Fused activations are for float32, float16 and bfloat16 x.
 enum class BnActivation { none, relu, relu6, sigmoid, silu };
 
-// y = act((x - mean) * scale + beta), computed in P, rounded once.
-void batch_norm_normalize(DType dtype, const void* x, const void* mean, const void* scale,
-                          const void* beta, std::int64_t rows, std::int64_t channels, void* y,
-                          cudaStream_t s, BnActivation act = BnActivation::none);
+// y = act((x - mean) * scale + beta) with scale = gamma / sqrt(variance + epsilon) (1 / sqrt
+// first, as the CPU), computed in P, rounded once.
+void batch_norm_normalize(DType dtype, const void* x, const void* mean, const void* variance,
+                          const void* gamma, const void* beta, double epsilon, std::int64_t rows,
+                          std::int64_t channels, void* y, cudaStream_t s,
+                          BnActivation act = BnActivation::none);
 // dbeta = sum(dz), dgamma = sum(dz (x - mean)) inv_std, and
 // dx = gamma inv_std (dz - a - (x - mean) b) with a = dbeta / M, b = sum(dz (x - mean)) inv_std^2 /
 // M for batch statistics, a = b = 0 for moving ones. `coefficients`: 3 * C values of P.
-// dz = dy, or with a fused activation dz = dy * act'((x - mean) * scale + beta) (scale and beta
-// of P, C each: batch_norm_scale's scale and the forward's beta), never rounded.
+// dz = dy, or with a fused activation dz = dy * act'((x - mean) * scale + beta), the forward's
+// scale and pre-activation bit for bit, never rounded (beta read only then; may be null for none).
 void batch_norm_backward(DType dtype, const void* dy, const void* x, const void* mean,
-                         const void* variance, const void* gamma, double epsilon,
+                         const void* variance, const void* gamma, const void* beta, double epsilon,
                          bool batch_statistics, std::int64_t rows, std::int64_t channels,
                          void* partials, void* coefficients, void* dgamma, void* dbeta, void* dx,
-                         cudaStream_t s, BnActivation act = BnActivation::none,
-                         const void* scale = nullptr, const void* beta = nullptr);
+                         cudaStream_t s, BnActivation act = BnActivation::none);
 
 }  // namespace kernels
 #endif  // MIXPREC_HAVE_CUDA

@@ -22,9 +22,9 @@ using namespace batch_norm_kernels;
 // parts per channel (the finishing block reads parts / kThreads values per thread).
 constexpr std::int64_t kPartialThreads = std::int64_t{1} << 17;
 constexpr std::int64_t kMaxParts = 8192;
-
-// Room for one grid stride past the end: a 32-bit index never overflows.
-bool fits_int32(std::int64_t total) { return total < (std::int64_t{1} << 30); }
+// The elementwise passes (normalize, dx): about this many threads, each over several rows of its
+// channels so that their per-channel values, in registers, serve many loads.
+constexpr std::int64_t kElementwiseThreads = std::int64_t{1} << 18;
 
 unsigned blocks_exact(std::int64_t threads) {
   return static_cast<unsigned>((threads + kThreads - 1) / kThreads);
@@ -75,17 +75,9 @@ void with_activation(BnActivation act, F&& f) {
   f.template operator()<Identity>();
 }
 
-// Pass 1 of a per-channel sum (Sums W): the partial sums kernel for the vector width the data
-// allow.
-template <typename T, Sums W, typename Act>
-void launch_partial_sums(const T* x, const T* dy, const compute_t<T>* mean, std::int64_t rows,
-                         std::int64_t channels, std::int64_t parts, compute_t<T>* partials,
-                         const compute_t<T>* scale, const compute_t<T>* shift, cudaStream_t s) {
-  with_vector<T>(channels, {x, dy}, [&]<int V>() {
-    partial_sums_kernel<T, W, Act, V><<<blocks_exact(parts * (channels / V)), kThreads, 0, s>>>(
-        x, dy, mean, rows, channels, parts, partials, scale, shift);
-  });
-  check_launch("batch_norm partial sums");
+// The threads of a Slot grid: parts * (C / V), in whole blocks.
+unsigned slot_blocks(std::int64_t parts, std::int64_t channels, int v) {
+  return blocks_exact(parts * (channels / v));
 }
 
 }  // namespace
@@ -97,97 +89,77 @@ std::int64_t batch_norm_parts(DType dtype, std::int64_t rows, std::int64_t chann
   return parts < 1 ? 1 : parts;
 }
 
-void batch_norm_mean(DType dtype, const void* x, std::int64_t rows, std::int64_t channels,
-                     void* partials, void* mean, cudaStream_t s) {
+std::int64_t batch_norm_elementwise_parts(std::int64_t lanes, std::int64_t rows) {
+  const std::int64_t parts = std::min(kElementwiseThreads / (lanes > 0 ? lanes : 1), rows);
+  return parts < 1 ? 1 : parts;
+}
+
+void batch_norm_statistics(DType dtype, const void* x, std::int64_t rows, std::int64_t channels,
+                           void* partials, void* mean, void* variance, cudaStream_t s) {
   const std::int64_t parts = batch_norm_parts(dtype, rows, channels);
   dispatch_floating(dtype, "batch_norm", [&]<typename T>() {
     using P = compute_t<T>;
-    launch_partial_sums<T, Sums::x, Identity>(static_cast<const T*>(x), nullptr, nullptr, rows,
-                                              channels, parts, static_cast<P*>(partials), nullptr,
-                                              nullptr, s);
-    mean_kernel<P><<<blocks_per_channel(channels), kThreads, 0, s>>>(
-        static_cast<const P*>(partials), parts, channels, rows, static_cast<P*>(mean));
+    with_vector<T>(channels, {x}, [&]<int V>() {
+      moments_kernel<T, V><<<slot_blocks(parts, channels, V), kThreads, 0, s>>>(
+          static_cast<const T*>(x), rows, channels, parts, static_cast<P*>(partials));
+    });
+    check_launch("batch_norm moments");
+    statistics_kernel<P><<<blocks_per_channel(channels), kThreads, 0, s>>>(
+        static_cast<const P*>(partials), parts, channels, rows, static_cast<P*>(mean),
+        static_cast<P*>(variance));
   });
-  check_launch("batch_norm mean");
+  check_launch("batch_norm statistics");
 }
 
-void batch_norm_variance(DType dtype, const void* x, const void* mean, const void* gamma,
-                         double epsilon, std::int64_t rows, std::int64_t channels, void* partials,
-                         void* variance, void* scale, cudaStream_t s) {
-  const std::int64_t parts = batch_norm_parts(dtype, rows, channels);
-  dispatch_floating(dtype, "batch_norm", [&]<typename T>() {
-    using P = compute_t<T>;
-    launch_partial_sums<T, Sums::squared_deviation, Identity>(
-        static_cast<const T*>(x), nullptr, static_cast<const P*>(mean), rows, channels, parts,
-        static_cast<P*>(partials), nullptr, nullptr, s);
-    scale_kernel<P><<<blocks_per_channel(channels), kThreads, 0, s>>>(
-        static_cast<const P*>(partials), parts, channels, rows, static_cast<P*>(variance),
-        static_cast<const P*>(gamma), static_cast<P>(epsilon), static_cast<P*>(scale));
-  });
-  check_launch("batch_norm variance");
-}
-
-void batch_norm_scale(DType dtype, const void* variance, const void* gamma, double epsilon,
-                      std::int64_t channels, void* scale, cudaStream_t s) {
-  dispatch_floating(dtype, "batch_norm", [&]<typename T>() {
-    using P = compute_t<T>;
-    // partials == nullptr: the variance is read, never written.
-    scale_kernel<P><<<blocks_per_channel(channels), kThreads, 0, s>>>(
-        nullptr, 0, channels, 0, const_cast<P*>(static_cast<const P*>(variance)),
-        static_cast<const P*>(gamma), static_cast<P>(epsilon), static_cast<P*>(scale));
-  });
-  check_launch("batch_norm scale");
-}
-
-void batch_norm_normalize(DType dtype, const void* x, const void* mean, const void* scale,
-                          const void* beta, std::int64_t rows, std::int64_t channels, void* y,
-                          cudaStream_t s, BnActivation act) {
-  const std::int64_t total = rows * channels;
+void batch_norm_normalize(DType dtype, const void* x, const void* mean, const void* variance,
+                          const void* gamma, const void* beta, double epsilon, std::int64_t rows,
+                          std::int64_t channels, void* y, cudaStream_t s, BnActivation act) {
   dispatch_floating(dtype, "batch_norm", [&]<typename T>() {
     using P = compute_t<T>;
     with_activation<T>(act, [&]<typename Act>() {
-      const auto go = [&]<typename I, int V>() {
-        normalize_kernel<T, I, Act, V><<<blocks_for(total / V), kThreads, 0, s>>>(
-            static_cast<const T*>(x), static_cast<const P*>(mean), static_cast<const P*>(scale),
-            static_cast<const P*>(beta), static_cast<I>(total), static_cast<I>(channels),
-            static_cast<T*>(y));
-      };
-      if (!fits_int32(total)) return go.template operator()<std::int64_t, 1>();
-      with_vector<T>(channels, {x, y}, [&]<int V>() { go.template operator()<std::int32_t, V>(); });
+      with_vector<T>(channels, {x, y}, [&]<int V>() {
+        const std::int64_t parts = batch_norm_elementwise_parts(channels / V, rows);
+        normalize_kernel<T, Act, V><<<slot_blocks(parts, channels, V), kThreads, 0, s>>>(
+            static_cast<const T*>(x), static_cast<const P*>(mean), static_cast<const P*>(variance),
+            static_cast<const P*>(gamma), static_cast<const P*>(beta), static_cast<P>(epsilon),
+            rows, channels, parts, static_cast<T*>(y));
+      });
     });
   });
   check_launch("batch_norm normalize");
 }
 
 void batch_norm_backward(DType dtype, const void* dy, const void* x, const void* mean,
-                         const void* variance, const void* gamma, double epsilon,
+                         const void* variance, const void* gamma, const void* beta, double epsilon,
                          bool batch_statistics, std::int64_t rows, std::int64_t channels,
                          void* partials, void* coefficients, void* dgamma, void* dbeta, void* dx,
-                         cudaStream_t s, BnActivation act, const void* scale, const void* beta) {
+                         cudaStream_t s, BnActivation act) {
   const std::int64_t parts = batch_norm_parts(dtype, rows, channels);
-  const std::int64_t total = rows * channels;
   dispatch_floating(dtype, "batch_norm", [&]<typename T>() {
     using P = compute_t<T>;
-    const auto* k = static_cast<const P*>(scale);
+    const auto* m = static_cast<const P*>(mean);
+    const auto* var = static_cast<const P*>(variance);
+    const auto* g = static_cast<const P*>(gamma);
     const auto* b = static_cast<const P*>(beta);
+    const P eps = static_cast<P>(epsilon);
+    auto* k = static_cast<P*>(coefficients);
     with_activation<T>(act, [&]<typename Act>() {
-      launch_partial_sums<T, Sums::gradient, Act>(
-          static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const P*>(mean), rows,
-          channels, parts, static_cast<P*>(partials), k, b, s);
+      with_vector<T>(channels, {x, dy}, [&]<int V>() {
+        gradient_sums_kernel<T, Act, V><<<slot_blocks(parts, channels, V), kThreads, 0, s>>>(
+            static_cast<const T*>(x), static_cast<const T*>(dy), m, var, g, b, eps, rows, channels,
+            parts, static_cast<P*>(partials));
+      });
+      check_launch("batch_norm gradient sums");
       backward_coefficients_kernel<P><<<blocks_per_channel(channels), kThreads, 0, s>>>(
-          static_cast<const P*>(partials), parts, channels, rows, static_cast<const P*>(variance),
-          static_cast<const P*>(gamma), static_cast<P>(epsilon), batch_statistics,
-          static_cast<P*>(coefficients), static_cast<P*>(dgamma), static_cast<P*>(dbeta));
+          static_cast<const P*>(partials), parts, channels, rows, var, g, eps, batch_statistics, k,
+          static_cast<P*>(dgamma), static_cast<P*>(dbeta));
       check_launch("batch_norm backward coefficients");
-      const auto go = [&]<typename I, int V>() {
-        backward_dx_kernel<T, I, Act, V><<<blocks_for(total / V), kThreads, 0, s>>>(
-            static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const P*>(mean),
-            static_cast<const P*>(coefficients), static_cast<I>(total), static_cast<I>(channels),
-            static_cast<T*>(dx), k, b);
-      };
-      if (!fits_int32(total)) return go.template operator()<std::int64_t, 1>();
-      with_vector<T>(channels, {dy, x, dx},
-                     [&]<int V>() { go.template operator()<std::int32_t, V>(); });
+      with_vector<T>(channels, {dy, x, dx}, [&]<int V>() {
+        const std::int64_t dx_parts = batch_norm_elementwise_parts(channels / V, rows);
+        backward_dx_kernel<T, Act, V><<<slot_blocks(dx_parts, channels, V), kThreads, 0, s>>>(
+            static_cast<const T*>(dy), static_cast<const T*>(x), m, k, b, rows, channels, dx_parts,
+            static_cast<T*>(dx));
+      });
     });
   });
   check_launch("batch_norm backward dx");

@@ -45,134 +45,183 @@ struct Activation {
   }
 };
 
-// Quantities summed per channel: x; (x - mean)^2; dz and dz (x - mean) (two outputs), with
-// dz = dy * Act::derivative(pre) (dy itself for Identity; scale and shift are read only then).
-enum class Sums { x, squared_deviation, gradient };
+// The normalization's scale gamma / sqrt(variance + epsilon) as the CPU computes it: inv =
+// 1 / sqrt(variance + epsilon) in P, then inv * gamma. Every kernel that needs the scale computes
+// it with this expression, so the forward and the backward see the same bits.
+template <typename P>
+__device__ __forceinline__ P scale_of(P variance, P gamma, P epsilon) {
+  const P inv = P(1) / sqrt(variance + epsilon);
+  return inv * gamma;
+}
 
-// Thread t = p * (C / V) + j sums, for each of the V channels c = j V, ..., j V + V - 1, the rows
-// p, p + parts, p + 2 parts, ... in order. A warp reads consecutive V-value vectors of a row
-// (coalesced), and the row loop is unrolled so that several loads are in flight: the pass is
-// memory-bound. Writes partials[p * C + c] (and partials[parts * C + p * C + c] for `gradient`).
-// V divides C; x and dy aligned to V values.
-template <typename T, Sums W, typename Act, int V>
-__global__ void partial_sums_kernel(const T* __restrict__ x, const T* __restrict__ dy,
-                                    const compute_t<T>* __restrict__ mean, std::int64_t rows,
-                                    std::int64_t channels, std::int64_t parts,
-                                    compute_t<T>* __restrict__ partials,
-                                    const compute_t<T>* __restrict__ scale,
-                                    const compute_t<T>* __restrict__ shift) {
-  using P = compute_t<T>;
+// The work split of every pass over x: a grid of parts * (C / V) threads, thread t owning the V
+// channels c0 = (t % (C / V)) V, ..., c0 + V - 1 and the rows part, part + parts, part + 2 parts,
+// ... with part = t / (C / V). A warp reads consecutive V-value vectors of a row, and of the next
+// rows when C / V < 32 (coalesced); a thread's channels never change, so their per-channel
+// parameters are loaded once, into registers. False for the threads past the grid's work.
+struct Slot {
+  std::int64_t part = 0, c0 = 0;
+};
+template <int V>
+__device__ __forceinline__ bool slot_of(std::int64_t channels, std::int64_t parts, Slot& slot) {
   const std::int64_t lanes = channels / V;
   const std::int64_t t = global_thread();
-  if (t >= parts * lanes) return;
-  const std::int64_t p = t / lanes, c0 = (t % lanes) * V;
-  P s0[V], s1[V], m[V], k[V], b[V];
+  if (t >= parts * lanes) return false;
+  slot.part = t / lanes;
+  slot.c0 = (t % lanes) * V;
+  return true;
+}
+
+// Index of partial q (0 or 1) of channel c and part p: [quantity][channel][part], so that the
+// finishing block of a channel reads its parts contiguously.
+__device__ __forceinline__ std::int64_t partial_index(int q, std::int64_t c, std::int64_t parts,
+                                                      std::int64_t channels, std::int64_t p) {
+  return (q * channels + c) * parts + p;
+}
+
+// Pass 1 of the statistics, one pass over x: Welford's recurrence over the thread's rows for each
+// of its channels, on x - s with s the channel's value in the thread's first row (a sample of the
+// data, so the running mean stays of the order of the deviations and its rounding does not grow
+// with |mean|, as a two-pass variance's would not). Writes the part's mean s + m (rounded to P
+// once) as partial 0 and its sum of squared deviations as partial 1.
+template <typename T, int V>
+__global__ void moments_kernel(const T* __restrict__ x, std::int64_t rows, std::int64_t channels,
+                               std::int64_t parts, compute_t<T>* __restrict__ partials) {
+  using P = compute_t<T>;
+  Slot at;
+  if (!slot_of<V>(channels, parts, at)) return;
+  P shift[V], m[V], q[V];
+  const Lanes<T, V> first = load_lanes<T, V>(x + at.part * channels + at.c0);
   MIXPREC_UNROLL_ALL
-  for (int v = 0; v < V; ++v) {
-    s0[v] = s1[v] = P(0);
-    m[v] = W == Sums::x ? P(0) : mean[c0 + v];
-    k[v] = Act::kFused ? scale[c0 + v] : P(0);
-    b[v] = Act::kFused ? shift[c0 + v] : P(0);
-  }
-  MIXPREC_UNROLL(8)
-  for (std::int64_t r = p; r < rows; r += parts) {
-    const std::int64_t i = r * channels + c0;
+  for (int v = 0; v < V; ++v) shift[v] = to_compute(first.v[v]), m[v] = q[v] = P(0);
+  P n = P(0);  // the rows seen: exact in P up to 2^24 rows per part
+  const std::int64_t step = parts * channels;
+  MIXPREC_UNROLL(4)
+  for (std::int64_t r = at.part, i = at.part * channels + at.c0; r < rows; r += parts, i += step) {
+    n += P(1);
+    const P inv = P(1) / n;
     const Lanes<T, V> xv = load_lanes<T, V>(x + i);
-    if constexpr (W == Sums::gradient) {
-      const Lanes<T, V> gv = load_lanes<T, V>(dy + i);
-      MIXPREC_UNROLL_ALL
-      for (int v = 0; v < V; ++v) {
-        const P d = to_compute(xv.v[v]) - m[v];
-        P g = to_compute(gv.v[v]);
-        if constexpr (Act::kFused) g *= Act::derivative(d * k[v] + b[v]);
-        s0[v] += g;
-        s1[v] += g * d;
-      }
-    } else {
-      MIXPREC_UNROLL_ALL
-      for (int v = 0; v < V; ++v) {
-        const P value = to_compute(xv.v[v]);
-        if constexpr (W == Sums::x) {
-          s0[v] += value;
-        } else {
-          const P d = value - m[v];
-          s0[v] += d * d;
-        }
-      }
+    MIXPREC_UNROLL_ALL
+    for (int v = 0; v < V; ++v) {
+      const P value = to_compute(xv.v[v]) - shift[v];
+      const P d = value - m[v];
+      m[v] += d * inv;
+      q[v] += d * (value - m[v]);
     }
   }
   MIXPREC_UNROLL_ALL
   for (int v = 0; v < V; ++v) {
-    partials[p * channels + c0 + v] = s0[v];
-    if constexpr (W == Sums::gradient) partials[(parts + p) * channels + c0 + v] = s1[v];
+    partials[partial_index(0, at.c0 + v, parts, channels, at.part)] = shift[v] + m[v];
+    partials[partial_index(1, at.c0 + v, parts, channels, at.part)] = q[v];
   }
 }
 
-// The finishing kernels run one block of kThreads threads per channel (the block index).
-// The total of quantity q for channel c, in double, in block_ordered_sum's fixed order. Called by
-// every thread of the block of channel c; every thread gets the same bits.
+// Pass 2 of the statistics, one block of kThreads threads per channel (the block index): Chan's
+// combination of the parts' moments in double, in block_ordered_sum's fixed order: the mean
+// mu = sum(n_p m_p) / rows, then the biased variance (sum(M2_p) + sum(n_p (m_p - mu)^2)) / rows
+// (no cancellation: every term is non-negative). n_p, the rows of part p, follows from the split.
 template <typename P>
-__device__ double channel_total(const P* partials, std::int64_t parts, std::int64_t channels, int q,
-                                std::int64_t c) {
-  return block_ordered_sum(partials + q * parts * channels + c, parts, channels);
-}
-
-template <typename P>
-__global__ void mean_kernel(const P* __restrict__ partials, std::int64_t parts,
-                            std::int64_t channels, std::int64_t rows, P* __restrict__ mean) {
+__global__ void statistics_kernel(const P* __restrict__ partials, std::int64_t parts,
+                                  std::int64_t channels, std::int64_t rows, P* __restrict__ mean,
+                                  P* __restrict__ variance) {
   const std::int64_t c = block_index();
   if (c >= channels) return;  // the whole block
-  const P m = static_cast<P>(channel_total(partials, parts, channels, 0, c) / double(rows));
-  if (thread_in_block() == 0) mean[c] = m;
+  const P* m = partials + partial_index(0, c, parts, channels, 0);
+  const P* q = partials + partial_index(1, c, parts, channels, 0);
+  const auto count = [=](std::int64_t p) {
+    return static_cast<double>((rows - p + parts - 1) / parts);
+  };
+  const double mu =
+      block_ordered_sum(parts,
+                        [=](std::int64_t p) { return count(p) * static_cast<double>(m[p]); }) /
+      static_cast<double>(rows);
+  const double m2 = block_ordered_sum(parts, [=](std::int64_t p) {
+    const double d = static_cast<double>(m[p]) - mu;
+    return static_cast<double>(q[p]) + count(p) * d * d;
+  });
+  if (thread_in_block() != 0) return;
+  mean[c] = static_cast<P>(mu);
+  variance[c] = static_cast<P>(m2 / static_cast<double>(rows));
 }
 
-// partials null: variance given; else variance = total / rows. scale = gamma / sqrt(var + eps),
-// as the CPU: inv = 1 / sqrt(var + eps) in P, then inv * gamma. One block per channel; thread 0
-// writes.
-template <typename P>
-__global__ void scale_kernel(const P* __restrict__ partials, std::int64_t parts,
-                             std::int64_t channels, std::int64_t rows, P* __restrict__ variance,
-                             const P* __restrict__ gamma, P epsilon, P* __restrict__ scale) {
-  const std::int64_t c = block_index();
-  if (c >= channels) return;  // the whole block
-  const bool writer = thread_in_block() == 0;
-  P var;
-  if (partials != nullptr) {  // the same for the whole grid: every thread reaches the sum
-    var = static_cast<P>(channel_total(partials, parts, channels, 0, c) / double(rows));
-    if (writer) variance[c] = var;
-  } else {
-    var = variance[c];
-  }
-  const P inv = P(1) / sqrt(var + epsilon);
-  if (writer) scale[c] = inv * gamma[c];
-}
-
-// y = Act::value((x - mean) * scale + beta), rounded once; each thread V consecutive elements
-// (one vector load and store; V divides C, so they are channels c0, ..., c0 + V - 1 of one row).
-// I: the index type, 32-bit when the tensor allows (the per-element channel modulo is much of the
-// arithmetic of these memory-bound kernels, and 64-bit division is several times slower).
-template <typename T, typename I, typename Act, int V>
+// y = Act::value((x - mean) * scale + beta), rounded once; each thread V consecutive channels of
+// its rows (the Slot split), with mean, scale and beta in registers.
+template <typename T, typename Act, int V>
 __global__ void normalize_kernel(const T* __restrict__ x, const compute_t<T>* __restrict__ mean,
-                                 const compute_t<T>* __restrict__ scale,
-                                 const compute_t<T>* __restrict__ beta, I total, I channels,
+                                 const compute_t<T>* __restrict__ variance,
+                                 const compute_t<T>* __restrict__ gamma,
+                                 const compute_t<T>* __restrict__ beta, compute_t<T> epsilon,
+                                 std::int64_t rows, std::int64_t channels, std::int64_t parts,
                                  T* __restrict__ y) {
-  const I groups = total / V;
-  for (I q = static_cast<I>(global_thread()); q < groups; q += static_cast<I>(grid_threads())) {
-    const I i = q * V, c0 = i % channels;
+  using P = compute_t<T>;
+  Slot at;
+  if (!slot_of<V>(channels, parts, at)) return;
+  P m[V], k[V], b[V];
+  MIXPREC_UNROLL_ALL
+  for (int v = 0; v < V; ++v) {
+    const std::int64_t c = at.c0 + v;
+    m[v] = mean[c], k[v] = scale_of(variance[c], gamma[c], epsilon), b[v] = beta[c];
+  }
+  const std::int64_t step = parts * channels;
+  MIXPREC_UNROLL(4)
+  for (std::int64_t r = at.part, i = at.part * channels + at.c0; r < rows; r += parts, i += step) {
     const Lanes<T, V> xv = load_lanes<T, V>(x + i);
     Lanes<T, V> yv;
     MIXPREC_UNROLL_ALL
     for (int v = 0; v < V; ++v) {
-      const I c = c0 + v;
       // (x - mean) first: with |mean| >> std, x * scale + (beta - mean * scale) would cancel.
-      yv.v[v] = from_compute<T>(Act::value((to_compute(xv.v[v]) - mean[c]) * scale[c] + beta[c]));
+      yv.v[v] = from_compute<T>(Act::value((to_compute(xv.v[v]) - m[v]) * k[v] + b[v]));
     }
     store_lanes<T, V>(y + i, yv);
   }
 }
 
-// coefficients: k (C), a (C), b (C) of dx = k (dz - a - (x - mean) b); the formulas of the CPU.
-// One block per channel; thread 0 writes.
+// Pass 1 of the backward: per part and channel, sum(dz) (partial 0) and sum(dz (x - mean))
+// (partial 1), dz = dy * Act::derivative(pre), pre = (x - mean) * scale + beta recomputed from x
+// (variance, gamma and beta read only for a fused activation).
+template <typename T, typename Act, int V>
+__global__ void gradient_sums_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                     const compute_t<T>* __restrict__ mean,
+                                     const compute_t<T>* __restrict__ variance,
+                                     const compute_t<T>* __restrict__ gamma,
+                                     const compute_t<T>* __restrict__ beta, compute_t<T> epsilon,
+                                     std::int64_t rows, std::int64_t channels, std::int64_t parts,
+                                     compute_t<T>* __restrict__ partials) {
+  using P = compute_t<T>;
+  Slot at;
+  if (!slot_of<V>(channels, parts, at)) return;
+  P s0[V], s1[V], m[V], k[V], b[V];
+  MIXPREC_UNROLL_ALL
+  for (int v = 0; v < V; ++v) {
+    const std::int64_t c = at.c0 + v;
+    s0[v] = s1[v] = P(0);
+    m[v] = mean[c];
+    k[v] = Act::kFused ? scale_of(variance[c], gamma[c], epsilon) : P(0);
+    b[v] = Act::kFused ? beta[c] : P(0);
+  }
+  const std::int64_t step = parts * channels;
+  MIXPREC_UNROLL(4)
+  for (std::int64_t r = at.part, i = at.part * channels + at.c0; r < rows; r += parts, i += step) {
+    const Lanes<T, V> xv = load_lanes<T, V>(x + i), gv = load_lanes<T, V>(dy + i);
+    MIXPREC_UNROLL_ALL
+    for (int v = 0; v < V; ++v) {
+      const P d = to_compute(xv.v[v]) - m[v];
+      P g = to_compute(gv.v[v]);
+      if constexpr (Act::kFused) g *= Act::derivative(d * k[v] + b[v]);
+      s0[v] += g;
+      s1[v] += g * d;
+    }
+  }
+  MIXPREC_UNROLL_ALL
+  for (int v = 0; v < V; ++v) {
+    partials[partial_index(0, at.c0 + v, parts, channels, at.part)] = s0[v];
+    partials[partial_index(1, at.c0 + v, parts, channels, at.part)] = s1[v];
+  }
+}
+
+// Pass 2 of the backward, one block per channel: coefficients k (C), a (C), b (C) of
+// dx = k (dz - a - (x - mean) b), the formulas of the CPU, with k = scale_of(variance, gamma)
+// (the forward's scale, bit for bit); dgamma and dbeta. Thread 0 writes.
 template <typename P>
 __global__ void backward_coefficients_kernel(const P* __restrict__ partials, std::int64_t parts,
                                              std::int64_t channels, std::int64_t rows,
@@ -182,43 +231,51 @@ __global__ void backward_coefficients_kernel(const P* __restrict__ partials, std
                                              P* __restrict__ dgamma, P* __restrict__ dbeta) {
   const std::int64_t c = block_index();
   if (c >= channels) return;  // the whole block
-  const double sum_g = channel_total(partials, parts, channels, 0, c);
-  const double sum_gx = channel_total(partials, parts, channels, 1, c);
+  const P* g = partials + partial_index(0, c, parts, channels, 0);
+  const P* gx = partials + partial_index(1, c, parts, channels, 0);
+  const double sum_g = block_ordered_sum(parts, [=](std::int64_t p) { return double(g[p]); });
+  const double sum_gx = block_ordered_sum(parts, [=](std::int64_t p) { return double(gx[p]); });
   if (thread_in_block() != 0) return;  // after the block's sums
   const P inv_std = P(1) / sqrt(variance[c] + epsilon);
   const double inv = inv_std;
   dbeta[c] = static_cast<P>(sum_g);
   dgamma[c] = static_cast<P>(sum_gx * inv);
-  coefficients[c] = gamma[c] * inv_std;
+  coefficients[c] = inv_std * gamma[c];
   coefficients[channels + c] = batch_statistics ? static_cast<P>(sum_g / double(rows)) : P(0);
   coefficients[2 * channels + c] =
       batch_statistics ? static_cast<P>(sum_gx * inv * inv / double(rows)) : P(0);
 }
 
-// dx = k (dz - a - (x - mean) b), dz = dy * Act::derivative(pre) recomputed from x (scale and
-// shift read only for a fused activation); V consecutive elements per thread as normalize_kernel.
-template <typename T, typename I, typename Act, int V>
+// dx = k (dz - a - (x - mean) b), dz = dy * Act::derivative(pre) recomputed from x with the
+// forward's scale (k itself) and beta (read only for a fused activation); the Slot split, the
+// per-channel values in registers.
+template <typename T, typename Act, int V>
 __global__ void backward_dx_kernel(const T* __restrict__ dy, const T* __restrict__ x,
                                    const compute_t<T>* __restrict__ mean,
-                                   const compute_t<T>* __restrict__ coefficients, I total,
-                                   I channels, T* __restrict__ dx,
-                                   const compute_t<T>* __restrict__ scale,
-                                   const compute_t<T>* __restrict__ shift) {
+                                   const compute_t<T>* __restrict__ coefficients,
+                                   const compute_t<T>* __restrict__ beta, std::int64_t rows,
+                                   std::int64_t channels, std::int64_t parts, T* __restrict__ dx) {
   using P = compute_t<T>;
-  const I groups = total / V;
-  for (I q = static_cast<I>(global_thread()); q < groups; q += static_cast<I>(grid_threads())) {
-    const I i = q * V, c0 = i % channels;
+  Slot at;
+  if (!slot_of<V>(channels, parts, at)) return;
+  P m[V], k[V], a[V], b[V], shift[V];
+  MIXPREC_UNROLL_ALL
+  for (int v = 0; v < V; ++v) {
+    const std::int64_t c = at.c0 + v;
+    m[v] = mean[c], k[v] = coefficients[c], a[v] = coefficients[channels + c],
+    b[v] = coefficients[2 * channels + c], shift[v] = Act::kFused ? beta[c] : P(0);
+  }
+  const std::int64_t step = parts * channels;
+  MIXPREC_UNROLL(4)
+  for (std::int64_t r = at.part, i = at.part * channels + at.c0; r < rows; r += parts, i += step) {
     const Lanes<T, V> xv = load_lanes<T, V>(x + i), gv = load_lanes<T, V>(dy + i);
     Lanes<T, V> out;
     MIXPREC_UNROLL_ALL
     for (int v = 0; v < V; ++v) {
-      const I c = c0 + v;
-      const P k = coefficients[c], a = coefficients[channels + c],
-              b = coefficients[2 * channels + c];
-      const P d = to_compute(xv.v[v]) - mean[c];
+      const P d = to_compute(xv.v[v]) - m[v];
       P g = to_compute(gv.v[v]);
-      if constexpr (Act::kFused) g *= Act::derivative(d * scale[c] + shift[c]);
-      out.v[v] = from_compute<T>(k * (g - a - d * b));
+      if constexpr (Act::kFused) g *= Act::derivative(d * k[v] + shift[v]);
+      out.v[v] = from_compute<T>(k[v] * (g - a[v] - d * b[v]));
     }
     store_lanes<T, V>(dx + i, out);
   }

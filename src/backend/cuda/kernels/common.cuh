@@ -114,21 +114,18 @@ __device__ __forceinline__ double warp_ordered_sum(const P* v, std::int64_t coun
   return s;
 }
 
-// The sum of v[k * stride] for k in [0, count), in double, by the kThreads threads of one block
+// The sum of term(k) for k in [0, count), in double, by the kThreads threads of one block
 // (launched with blockDim.x == kThreads) in a fixed order: thread t adds k = t, t + kThreads, ...
 // in turn; each warp adds its 32 sums by the butterfly of warp_ordered_sum; thread 0 adds the
 // warps' sums in warp order. Every thread returns that total. All threads of the block must call
-// it with the same arguments (it synchronises the block).
-template <typename P>
-__device__ __forceinline__ double block_ordered_sum(const P* v, std::int64_t count,
-                                                    std::int64_t stride) {
+// it with the same count and the same terms (it synchronises the block).
+template <typename Term>
+__device__ __forceinline__ double block_ordered_sum(std::int64_t count, Term&& term) {
   __shared__ double warp_sums[kThreads / kWarp];
   __shared__ double total;
   double s = 0.0;
 #pragma unroll 4
-  for (std::int64_t k = threadIdx.x; k < count; k += kThreads) {
-    s += static_cast<double>(v[k * stride]);
-  }
+  for (std::int64_t k = threadIdx.x; k < count; k += kThreads) s += term(k);
 #pragma unroll
   for (int d = kWarp / 2; d > 0; d /= 2) s += __shfl_xor_sync(0xffffffffu, s, d);
   if (warp_lane() == 0) warp_sums[threadIdx.x / kWarp] = s;
