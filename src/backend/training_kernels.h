@@ -31,6 +31,14 @@ struct UpdateOperand {
   std::array<Tensor, kernel_math::kMaxUpdateSlots> slots;
 };
 
+// One moving average of moving_average: moving (updated in place) and value, contiguous tensors of
+// one dtype (float32 or float64) and element count on one device; weight the value's factor.
+struct MovingAverageOperand {
+  Tensor moving;
+  Tensor value;
+  double weight = 0.0;
+};
+
 // How the loss-scale state changes each step.
 struct LossScaleRule {
   kernel_math::LossScaleMode mode = kernel_math::LossScaleMode::dynamic;
@@ -61,6 +69,10 @@ struct TrainingKernels {
   kernel_math::LossScaleState (*read_loss_scale_state)(const Tensor& state);
   // kernel_math::loss_scale_step on the state: the rule applied to found_inf, which is cleared.
   void (*loss_scale_step)(const Tensor& state, const LossScaleRule& rule);
+  // moving = moving * momentum + value * weight (kernel_math::moving_average_element, momentum and
+  // weight rounded to the operands' dtype) for every operand, in place; the operands are checked
+  // by ops::moving_average_update. Enqueues only (one launch for a few small operands on a GPU).
+  void (*moving_average)(std::span<const MovingAverageOperand> operands, double momentum);
 };
 
 // A 0-d float32 tensor aliasing a loss-scale state's scale (no copy, no autograd): ops that read

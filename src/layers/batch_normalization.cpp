@@ -16,6 +16,7 @@
 #include "mixprec/nn_ops.h"
 #include "mixprec/ops.h"
 #include "ops/batch_norm_activation.h"
+#include "ops/moving_average.h"
 
 namespace mixprec::layers {
 
@@ -147,9 +148,18 @@ class BatchNormalizationImpl final : public LayerImpl {
     NoGradScope no_grad;
     const double m = o_.momentum;
     const double bessel = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
-    moving_mean_.assign(moving_mean_.to(param) * m + out.mean.detach().to(param) * (1.0 - m));
-    moving_variance_.assign(moving_variance_.to(param) * m +
-                            out.variance.detach().to(param) * (bessel * (1.0 - m)));
+    const Tensor mean = out.mean.detach().to(param), variance = out.variance.detach().to(param);
+    if (moving_mean_.dtype() == param && moving_variance_.dtype() == param &&
+        moving_mean_.is_contiguous() && moving_variance_.is_contiguous() && mean.is_contiguous() &&
+        variance.is_contiguous()) {
+      // In place, one launch for both (the same roundings as the composition below).
+      const MovingAverageOperand operands[] = {{moving_mean_, mean, 1.0 - m},
+                                               {moving_variance_, variance, bessel * (1.0 - m)}};
+      ops::moving_average_update(name().c_str(), operands, m);
+      return;
+    }
+    moving_mean_.assign(moving_mean_.to(param) * m + mean * (1.0 - m));
+    moving_variance_.assign(moving_variance_.to(param) * m + variance * (bessel * (1.0 - m)));
   }
 
   void check_floating(DType dtype) const {

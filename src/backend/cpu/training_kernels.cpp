@@ -124,6 +124,27 @@ void loss_scale_step(const Tensor& state, const LossScaleRule& rule) {
   kernel_math::loss_scale_step(rule.mode, rule.growth_steps, *state_of(state));
 }
 
+template <typename T>
+void moving_average_of(const MovingAverageOperand& op, double momentum) {
+  Tensor moving = op.moving;  // a handle to write through
+  T* m = static_cast<T*>(moving.data_ptr());
+  const T* v = static_cast<const T*>(op.value.data_ptr());
+  const T k = static_cast<T>(momentum), w = static_cast<T>(op.weight);
+  for (std::int64_t i = 0; i < moving.numel(); ++i) {
+    m[i] = kernel_math::moving_average_element(m[i], v[i], k, w);
+  }
+}
+
+void moving_average(std::span<const MovingAverageOperand> operands, double momentum) {
+  for (const MovingAverageOperand& op : operands) {
+    if (op.moving.dtype() == DType::float64) {
+      moving_average_of<double>(op, momentum);
+    } else {
+      moving_average_of<float>(op, momentum);
+    }
+  }
+}
+
 }  // namespace
 
 extern const TrainingKernels kTrainingKernels;
@@ -136,6 +157,7 @@ const TrainingKernels kTrainingKernels{
     .write_loss_scale_state = write_loss_scale_state,
     .read_loss_scale_state = read_loss_scale_state,
     .loss_scale_step = loss_scale_step,
+    .moving_average = moving_average,
 };
 
 }  // namespace mixprec::cpu

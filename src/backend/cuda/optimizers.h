@@ -130,5 +130,18 @@ void loss_scale_update(kernel_math::LossScaleState* state, kernel_math::LossScal
 void loss_scale_set(kernel_math::LossScaleState* state, const kernel_math::LossScaleState& value,
                     cudaStream_t s);
 
+// A few moving averages in one launch, by kernel parameter: moving[k][i] =
+// kernel_math::moving_average_element(moving[k][i], value[k][i], momentum, weight[k]) for
+// k < count, in the dtype of the launch (float32 or float64).
+inline constexpr int kMaxMovingAverages = 4;
+struct MovingAverageTable {
+  void* moving[kMaxMovingAverages] = {};
+  const void* value[kMaxMovingAverages] = {};
+  std::int64_t numel[kMaxMovingAverages] = {};
+  double weight[kMaxMovingAverages] = {};
+  int count = 0;
+};
+void moving_average(DType dtype, const MovingAverageTable& table, double momentum, cudaStream_t s);
+
 }  // namespace mixprec::cuda::kernels
 #endif  // MIXPREC_HAVE_CUDA

@@ -4,6 +4,7 @@
 // sums_of_squares and read_loss_scale_state.
 #include "backend/training_kernels.h"
 
+#include <algorithm>
 #include <string>
 
 #include "backend/cuda/context.h"
@@ -189,6 +190,25 @@ void loss_scale_step(const Tensor& state, const LossScaleRule& rule) {
   kernels::loss_scale_update(state_of(state), rule.mode, rule.growth_steps, scope.stream());
 }
 
+// Up to kernels::kMaxMovingAverages operands per launch (BatchNormalization sends two).
+void moving_average(std::span<const MovingAverageOperand> operands, double momentum) {
+  for (std::size_t first = 0; first < operands.size(); first += kernels::kMaxMovingAverages) {
+    kernels::MovingAverageTable table;
+    const std::size_t n =
+        std::min<std::size_t>(kernels::kMaxMovingAverages, operands.size() - first);
+    for (std::size_t k = 0; k < n; ++k) {
+      const MovingAverageOperand& op = operands[first + k];
+      table.moving[k] = pointer(op.moving);
+      table.value[k] = op.value.data_ptr();
+      table.numel[k] = op.moving.numel();
+      table.weight[k] = op.weight;
+    }
+    table.count = static_cast<int>(n);
+    StreamScope scope(operands[first].moving.device());
+    kernels::moving_average(operands[first].moving.dtype(), table, momentum, scope.stream());
+  }
+}
+
 }  // namespace
 
 extern const TrainingKernels kTrainingKernels;
@@ -201,6 +221,7 @@ const TrainingKernels kTrainingKernels{
     .write_loss_scale_state = write_loss_scale_state,
     .read_loss_scale_state = read_loss_scale_state,
     .loss_scale_step = loss_scale_step,
+    .moving_average = moving_average,
 };
 
 }  // namespace mixprec::cuda

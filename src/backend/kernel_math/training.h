@@ -213,6 +213,29 @@ MIXPREC_HOST_DEVICE inline float sqrt_rn(float a) {
 #endif
 }
 
+MIXPREC_HOST_DEVICE inline double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+MIXPREC_HOST_DEVICE inline double mul_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+// One element of a moving average (BatchNormalization's moving statistics): moving * momentum +
+// value * weight, the two products and the sum each rounded to T (float or double), exactly what
+// the composition of the three tensor ops gives.
+template <typename T>
+MIXPREC_HOST_DEVICE inline T moving_average_element(T moving, T value, T momentum, T weight) {
+  return add_rn(mul_rn(moving, momentum), mul_rn(value, weight));
+}
+
 // How an update reads its gradient: g = min(max(raw * scale, -limit), limit). clipnorm and
 // global_clipnorm set `scale`, clipvalue sets `limit`; NaN passes through (clipping never hides a
 // non-finite gradient). Value comparisons, not std::min/max, so CPU loops if-convert to vector

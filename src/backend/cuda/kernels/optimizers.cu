@@ -135,6 +135,19 @@ dim3 grid_of(const MultiTensorTable<L>& table) {
   return dim3(static_cast<unsigned>(table.blocks));
 }
 
+// Block k of gridDim.y's handles operand k; its threads stride over the elements.
+template <typename T>
+__global__ void moving_average_kernel(MovingAverageTable table, T momentum) {
+  const int k = static_cast<int>(blockIdx.y);
+  if (k >= table.count) return;
+  T* moving = static_cast<T*>(table.moving[k]);
+  const T* value = static_cast<const T*>(table.value[k]);
+  const T weight = static_cast<T>(table.weight[k]);
+  for (std::int64_t i = global_thread(); i < table.numel[k]; i += grid_threads()) {
+    moving[i] = kernel_math::moving_average_element(moving[i], value[i], momentum, weight);
+  }
+}
+
 }  // namespace
 
 void multi_tensor_unscale(DType dtype, const MultiTensorTable<2>& table, const float* scale,
@@ -171,6 +184,23 @@ void loss_scale_set(kernel_math::LossScaleState* state, const kernel_math::LossS
                     cudaStream_t s) {
   loss_scale_set_kernel<<<1, 1, 0, s>>>(state, value);
   check_launch("loss_scale_set");
+}
+
+void moving_average(DType dtype, const MovingAverageTable& table, double momentum, cudaStream_t s) {
+  if (table.count <= 0) return;
+  std::int64_t most = 1;
+  for (int k = 0; k < table.count; ++k) most = table.numel[k] > most ? table.numel[k] : most;
+  const dim3 grid(blocks_for(most), static_cast<unsigned>(table.count));
+  switch (dtype) {
+    case DType::float32:
+      moving_average_kernel<float><<<grid, kThreads, 0, s>>>(table, static_cast<float>(momentum));
+      break;
+    case DType::float64:
+      moving_average_kernel<double><<<grid, kThreads, 0, s>>>(table, momentum);
+      break;
+    default: unsupported_dtype("moving_average", dtype, "float32, float64");
+  }
+  check_launch("moving_average");
 }
 
 }  // namespace mixprec::cuda::kernels
