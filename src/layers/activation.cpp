@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "layers/batch_norm_fusion.h"
+#include "layers/activation_fusion.h"
 #include "layers/layer_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "layers/batch_norm_fusion.h"
+#include "layers/activation_fusion.h"
 #include "layers/layer_config.h"
 #include "layers/sync_batch_norm.h"
 #include "mixprec/autograd.h"
@@ -21,10 +21,6 @@
 namespace mixprec::layers {
 
 namespace {
-
-// The activation a FusedActivationScope asks the next BatchNormalization call on this thread to
-// apply (detail::FusedActivationScope).
-thread_local std::optional<UnaryOp> t_fused_activation;
 
 class BatchNormalizationImpl final : public LayerImpl {
  public:
@@ -120,7 +116,7 @@ class BatchNormalizationImpl final : public LayerImpl {
         o_.scale ? gamma_.to(param) : ones(c, {.dtype = param, .device = x.device()});
     const Tensor beta =
         o_.center ? beta_.to(param) : zeros(c, {.dtype = param, .device = x.device()});
-    const std::optional<UnaryOp> act = std::exchange(t_fused_activation, std::nullopt);
+    const std::optional<UnaryOp> act = detail::take_fused_activation();
     if (!(options.training && trainable())) {
       if (act) {
         return {ops::batch_norm_activation_inference(x, gamma, beta, moving_mean_.to(param),
@@ -198,9 +194,6 @@ std::optional<DType> detail::fusable_batch_norm_output(const Layer& layer, DType
   if (bn == nullptr || bn->o_.synchronized) return std::nullopt;
   return bn->output_dtype(input_dtype);
 }
-
-detail::FusedActivationScope::FusedActivationScope(UnaryOp act) { t_fused_activation = act; }
-detail::FusedActivationScope::~FusedActivationScope() { t_fused_activation = std::nullopt; }
 
 BatchNormalization::BatchNormalization(BatchNormalizationOptions options)
     : Layer(std::make_shared<BatchNormalizationImpl>(options)) {}

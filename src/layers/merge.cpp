@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <string>
 
+#include "layers/activation_fusion.h"
 #include "layers/layer_config.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
+#include "ops/add_relu.h"
 
 namespace mixprec::layers {
 
@@ -70,12 +72,21 @@ class ElementwiseMergeImpl final : public MergeImpl {
   }
 
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
+    // The model's Add + ReLU fusion (activation_fusion.h): the last sum is ops::add_relu.
+    const bool relu = op_ == Op::add && detail::take_fused_activation() == UnaryOp::relu;
     Tensor y = inputs[0];
     for (std::size_t i = 1; i < inputs.size(); ++i) {
-      y = op_ == Op::add ? add(y, inputs[i]) : mul(y, inputs[i]);
+      if (op_ == Op::add) {
+        y = relu && i + 1 == inputs.size() ? ops::add_relu(y, inputs[i]) : add(y, inputs[i]);
+      } else {
+        y = mul(y, inputs[i]);
+      }
     }
     return {y};
   }
+
+  // The dtype the layer computes and returns for inputs of `input_dtype` (its policy's autocast).
+  DType output_dtype(DType input_dtype) const { return autocast_dtype(input_dtype); }
 
   Op op_;
 };
@@ -147,6 +158,12 @@ class ConcatenateImpl final : public MergeImpl {
 };
 
 }  // namespace
+
+std::optional<DType> detail::fusable_add_output(const Layer& layer, DType input_dtype) {
+  const auto* add = dynamic_cast<const ElementwiseMergeImpl*>(layer.impl_ptr().get());
+  if (add == nullptr || add->op_ != ElementwiseMergeImpl::Op::add) return std::nullopt;
+  return add->output_dtype(input_dtype);
+}
 
 Add::Add(LayerOptions options)
     : Layer(std::make_shared<ElementwiseMergeImpl>(ElementwiseMergeImpl::Op::add, options)) {}

@@ -9,7 +9,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "layers/batch_norm_fusion.h"
+#include "layers/activation_fusion.h"
 #include "layers/input_layer_impl.h"
 #include "layers/naming.h"
 #include "mixprec/error.h"
@@ -38,28 +38,38 @@ layers::LayerOptions layer_options(const ModelOptions& o, const std::string& pre
 std::string shape_str(const PartialShape& s) { return partial_shape_to_string(s); }
 
 // Whether node j (about to run on `args`) and a later node k run as one fused op: node j a
-// BatchNormalization with one input and one output read once (so not a model output), by an
-// Activation node k whose only input it is, of an activation the fused op applies, computing in
-// the BatchNormalization's output dtype. Returns k and the activation. (Sources: ModelImpl's.)
+// BatchNormalization with one input, or an Add (its relu only), with one output read once (so not
+// a model output), by an Activation node k whose only input it is, of an activation the fused op
+// applies, computing in node j's output dtype. Returns k and the activation. (Sources:
+// ModelImpl's.)
 template <typename Source>
 std::optional<std::pair<std::size_t, UnaryOp>> fusable_activation_after(
     std::size_t j, const std::vector<Tensor>& args,
     const std::vector<std::shared_ptr<GraphNode>>& nodes_,
     const std::vector<std::vector<Source>>& sources_, const std::vector<int>& reads_) {
-  if (!ops::batch_norm_activation_fusion_enabled() || args.size() != 1 || reads_[j] != 1 ||
+  if (!ops::batch_norm_activation_fusion_enabled() || args.empty() || reads_[j] != 1 ||
       nodes_[j]->outputs.size() != 1) {
     return std::nullopt;
   }
-  const auto out = layers::detail::fusable_batch_norm_output(nodes_[j]->layer, args[0].dtype());
+  const layers::Layer& layer = nodes_[j]->layer;
+  const DType in = args[0].dtype();
+  std::optional<DType> out;
+  bool relu_only = false;
+  if (args.size() == 1) {
+    out = layers::detail::fusable_batch_norm_output(layer, in);
+  } else {
+    out = layers::detail::fusable_add_output(layer, in);
+    relu_only = true;
+  }
   if (!out) return std::nullopt;
   for (std::size_t k = j + 1; k < nodes_.size(); ++k) {
-    const std::vector<Source>& in = sources_[k];
+    const std::vector<Source>& in_k = sources_[k];
     const bool reads_j = std::any_of(
-        in.begin(), in.end(), [&](const Source& s) { return s.node == static_cast<int>(j); });
+        in_k.begin(), in_k.end(), [&](const Source& s) { return s.node == static_cast<int>(j); });
     if (!reads_j) continue;
-    if (in.size() != 1) return std::nullopt;
+    if (in_k.size() != 1) return std::nullopt;
     const auto act = layers::detail::fusable_activation_layer(nodes_[k]->layer, *out);
-    if (!act) return std::nullopt;
+    if (!act || (relu_only && *act != UnaryOp::relu)) return std::nullopt;
     return std::make_pair(k, *act);
   }
   return std::nullopt;
@@ -309,13 +319,14 @@ std::vector<Tensor> ModelImpl::forward(const std::vector<Tensor>& inputs,
     return s.node < 0 ? in[static_cast<std::size_t>(-1 - s.node)]
                       : values[static_cast<std::size_t>(s.node)][static_cast<std::size_t>(s.index)];
   };
-  // fused_into[k] = j: node k is an Activation that node j (a BatchNormalization) ran fused.
+  // fused_into[k] = j: node k is an Activation that node j (a BatchNormalization or an Add) ran
+  // fused.
   std::vector<int> fused_into(nodes_.size(), -1);
   for (std::size_t j = 0; j < nodes_.size(); ++j) {
     std::vector<Tensor> args;
     for (const Source& s : sources_[j]) args.push_back(value(s));
     if (fused_into[j] >= 0) {
-      values[j] = values[static_cast<std::size_t>(fused_into[j])];  // act(bn(x)) already
+      values[j] = values[static_cast<std::size_t>(fused_into[j])];  // act(bn(x)), relu(a + b)
     } else if (const auto fused = fusable_activation_after(j, args, nodes_, sources_, reads_)) {
       layers::detail::FusedActivationScope scope(fused->second);
       values[j] = nodes_[j]->layer.impl().call_eager(args, options);

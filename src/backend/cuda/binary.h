@@ -10,4 +10,8 @@ namespace mixprec::cuda {
 // new contiguous tensor of the broadcast shape.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 
+// relu(a + b) (TensorKernels::add_relu): one kernel for operands of one shape, contiguous and
+// 16-byte aligned (a residual block's two branches); otherwise binary then unary.
+Tensor add_relu(const Tensor& a, const Tensor& b);
+
 }  // namespace mixprec::cuda

@@ -113,6 +113,31 @@ __global__ void binary_dense(BinaryOp op, const T* __restrict__ a, const T* __re
     out[i] = from_compute<T>(binary_value(op, to_compute(a[i]), to_compute(b[i])));
 }
 
+// relu(a + b): the sum in the compute type, the relu, one rounding (kernel_math's relu, as the
+// unary kernels apply it).
+template <typename T, bool Vector>
+__global__ void add_relu_kernel(const T* __restrict__ a, const T* __restrict__ b,
+                                T* __restrict__ out, std::int64_t n) {
+  constexpr int V = Vector ? Pack<T>::kSize : 1;
+  const auto one = [](T x, T y) {
+    return from_compute<T>(unary_value(UnaryOp::relu, to_compute(x) + to_compute(y)));
+  };
+  const std::int64_t packs = n / V;
+  for (std::int64_t p = global_thread(); p < packs; p += grid_threads()) {
+    if constexpr (Vector) {
+      const Pack<T> av = load_pack(a + p * V), bv = load_pack(b + p * V);
+      Pack<T> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) o.v[j] = one(av.v[j], bv.v[j]);
+      store_pack(out + p * V, o);
+    } else {
+      out[p] = one(a[p], b[p]);
+    }
+  }
+  for (std::int64_t i = packs * V + global_thread(); i < n; i += grid_threads())
+    out[i] = one(a[i], b[i]);
+}
+
 template <typename T, typename Index>
 __global__ void binary_strided(BinaryOp op, Strided<2> plan, const T* __restrict__ a,
                                const T* __restrict__ b, T* __restrict__ out) {
@@ -209,6 +234,22 @@ void binary(BinaryOp op, DType dtype, const Strided<2>& plan, const void* a, con
     }
   });
   check_launch("binary");
+}
+
+void add_relu_dense(DType dtype, const void* a, const void* b, void* out, std::int64_t n,
+                    cudaStream_t s) {
+  dispatch_floating(dtype, "add_relu", [&]<typename T>() {
+    const T* ap = static_cast<const T*>(a);
+    const T* bp = static_cast<const T*>(b);
+    T* o = static_cast<T*>(out);
+    if (aligned16(a) && aligned16(b) && aligned16(out)) {
+      add_relu_kernel<T, true>
+          <<<blocks_for(n / Pack<T>::kSize + 1), kThreads, 0, s>>>(ap, bp, o, n);
+    } else {
+      add_relu_kernel<T, false><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, o, n);
+    }
+  });
+  check_launch("add_relu");
 }
 
 }  // namespace mixprec::cuda::kernels

@@ -61,6 +61,11 @@ std::optional<ChannelPlan> channel_plan(const Strided<2>& plan);
 void binary(BinaryOp op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
             void* out, cudaStream_t s);
 
+// relu(a + b) over n contiguous elements of one floating dtype, in the compute type, rounded once
+// (16-byte vectors where the pointers allow).
+void add_relu_dense(DType dtype, const void* a, const void* b, void* out, std::int64_t n,
+                    cudaStream_t s);
+
 // ---- select.cu ----
 // out (bool) = a (op) b for any dtype (compared in double, like the CPU's integer comparisons).
 void compare(CompareOp op, DType dtype, const Strided<2>& plan, const void* a, const void* b,
