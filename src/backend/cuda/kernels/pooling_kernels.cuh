@@ -165,9 +165,9 @@ __global__ void forward_kernel(bool max, PoolShape shape, const T* __restrict__ 
   }
 }
 
-// Adds to sum, for each lane, the gradient of every window in `windows` whose recorded maximum is
-// input pixel (ih, iw), windows in row-major order. dy and argmax point at channel c of the
-// image's first output pixel.
+// Adds to sum, for each lane, the gradient of every window (oh, ow) in rows x cols (those holding
+// input pixel (ih, iw)) whose recorded maximum is that pixel, windows in row-major order. dy and
+// argmax point at channel c of the image's first output pixel.
 template <typename T, typename I, typename A, int V>
 __device__ __forceinline__ void route_max(const T* dy, const A* argmax, const Geometry<I>& g, I ih,
                                           I iw, Span<I> rows, Span<I> cols,
@@ -191,8 +191,9 @@ __device__ __forceinline__ void route_max(const T* dy, const A* argmax, const Ge
   }
 }
 
-// Adds to sum, for each lane, dy / count of every window in `windows` (count: the window's real
-// elements), windows in row-major order. dy points at channel c of the image's first output pixel.
+// Adds to sum, for each lane, dy / count of every window (oh, ow) in rows x cols (count: the
+// window's real elements), windows in row-major order. dy points at channel c of the image's first
+// output pixel.
 template <typename T, typename I, int V>
 __device__ __forceinline__ void spread_mean(const T* dy, const Geometry<I>& g, Span<I> rows,
                                             Span<I> cols, compute_t<T> (&sum)[V]) {
