@@ -98,8 +98,8 @@ struct ConvForward {
 
 // What a pooling forward keeps for its backward (max pooling; average needs nothing).
 struct PoolSaved {
-  Tensor argmax;  // where each window's maximum was: oneDNN's workspace bytes (CPU), int32 window
-                  // offsets kh * window_w + kw (CUDA)
+  Tensor argmax;  // where each window's maximum was: oneDNN's workspace bytes (CPU), window
+                  // offsets kh * window_w + kw, uint8 or int32 (CUDA: cuda::pool_argmax_dtype)
   Tensor x;       // the input, where the backend finds the maxima again (CPU float64 loops)
   bool native_bf16 = false;  // CPU: the forward ran oneDNN's bf16 primitive, not the float32 one
 };

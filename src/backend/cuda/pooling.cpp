@@ -42,15 +42,14 @@ PoolForward pool2d_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g
   out.y = core::make_tensor(out_shape, x.dtype(), x.device());
   const bool max = kind == PoolKind::max;
   if (max && save == SaveForBackward::yes) {
-    out.saved.argmax = core::make_tensor(out_shape, DType::int32, x.device());
+    out.saved.argmax =
+        core::make_tensor(out_shape, pool_argmax_dtype(g.window_h, g.window_w), x.device());
   }
   if (out.y.numel() == 0) return out;
   StreamScope scope(x.device());
   const Tensor xc = contiguous(x.detach());
   kernels::pool2d_forward(max, x.dtype(), shape_of(g), xc.data_ptr(), out.y.data_ptr(),
-                          out.saved.argmax.defined()
-                              ? static_cast<std::int32_t*>(out.saved.argmax.data_ptr())
-                              : nullptr,
+                          out.saved.argmax.defined() ? out.saved.argmax.data_ptr() : nullptr,
                           scope.stream());
   return out;
 }
@@ -60,7 +59,15 @@ Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& argmax,
   const Shape out_shape{g.batch, g.out_h, g.out_w, g.channels};
   check_shape("dy", dy, out_shape);
   const bool max = kind == PoolKind::max;
-  if (max) check_shape("argmax", argmax, out_shape);
+  if (max) {
+    check_shape("argmax", argmax, out_shape);
+    const DType expected = pool_argmax_dtype(g.window_h, g.window_w);
+    if (argmax.dtype() != expected || !argmax.is_contiguous()) {
+      throw Error(std::string("cuda::pool2d: argmax must be a contiguous ") +
+                  std::string(dtype_name(expected)) + " tensor (the forward's), got " +
+                  std::string(dtype_name(argmax.dtype())));
+    }
+  }
   Tensor dx =
       core::make_tensor(Shape{g.batch, g.in_h, g.in_w, g.channels}, dy.dtype(), dy.device());
   if (dx.numel() == 0) return dx;
@@ -71,8 +78,7 @@ Tensor pool2d_backward(PoolKind kind, const Tensor& dy, const Tensor& argmax,
   StreamScope scope(dy.device());
   const Tensor gc = contiguous(dy.detach());
   kernels::pool2d_backward(max, dy.dtype(), shape_of(g), gc.data_ptr(),
-                           max ? static_cast<const std::int32_t*>(argmax.data_ptr()) : nullptr,
-                           dx.data_ptr(), scope.stream());
+                           max ? argmax.data_ptr() : nullptr, dx.data_ptr(), scope.stream());
   return dx;
 }
 

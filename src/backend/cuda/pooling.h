@@ -3,9 +3,10 @@
 // promise (which of equal maxima takes the gradient). Window (oh, ow) covers rows
 // oh * stride_h - pad_top + [0, window_h) and likewise columns; padding never wins a max and is not
 // counted by an average (Keras / TensorFlow). Max pooling records the first maximum of each window
-// in row-major window order (kh * window_w + kw, int32) for the backward, which gathers: each input
-// element sums the output gradients of the windows that chose it (average: dy / count of each
-// window containing it), in float, rounded once; no atomics.
+// in row-major window order (the tap kh * window_w + kw, of dtype pool_argmax_dtype) for the
+// backward, which gathers: each input element sums the output gradients of the windows that chose
+// it (average: dy / count of each window containing it), windows in row-major order, in float
+// (double for float64), rounded once; no atomics.
 #pragma once
 
 #if MIXPREC_HAVE_CUDA
@@ -27,9 +28,16 @@ enum class SaveForBackward;
 
 namespace mixprec::cuda {
 
+// The dtype of max pooling's argmax: uint8 when the window has at most 256 taps (every window
+// of real networks: a quarter of int32's memory traffic in the forward and the backward), else
+// int32.
+inline DType pool_argmax_dtype(std::int64_t window_h, std::int64_t window_w) {
+  return window_h * window_w <= 256 ? DType::uint8 : DType::int32;
+}
+
 // PoolKind (core/op_kinds.h), SaveForBackward and PoolForward (backend/nn_kernels.h): max
-// pooling with SaveForBackward::yes keeps the int32 argmax (batch, out_h, out_w, channels) in
-// saved.argmax.
+// pooling with SaveForBackward::yes keeps the argmax (batch, out_h, out_w, channels), dtype
+// pool_argmax_dtype, in saved.argmax.
 // x floating, on a CUDA device, shape (batch, in_h, in_w, channels) of g; any strides.
 PoolForward pool2d_forward(PoolKind kind, const Tensor& x, const PoolGeometry& g,
                            SaveForBackward save);
@@ -47,11 +55,12 @@ struct PoolShape {
   std::int64_t pad_top = 0, pad_left = 0, out_h = 0, out_w = 0;
 };
 
-// x, y, dy, dx contiguous; argmax may be null in the forward (not saved).
-void pool2d_forward(bool max, DType dtype, const PoolShape& g, const void* x, void* y,
-                    std::int32_t* argmax, cudaStream_t s);
-void pool2d_backward(bool max, DType dtype, const PoolShape& g, const void* dy,
-                     const std::int32_t* argmax, void* dx, cudaStream_t s);
+// x, y, dy, dx contiguous; argmax (dtype pool_argmax_dtype(g.window_h, g.window_w)) contiguous,
+// may be null in the forward (not saved) and is unused by average pooling.
+void pool2d_forward(bool max, DType dtype, const PoolShape& g, const void* x, void* y, void* argmax,
+                    cudaStream_t s);
+void pool2d_backward(bool max, DType dtype, const PoolShape& g, const void* dy, const void* argmax,
+                     void* dx, cudaStream_t s);
 
 }  // namespace kernels
 #endif  // MIXPREC_HAVE_CUDA
