@@ -1,12 +1,16 @@
 // Host-side decisions of the cuDNN convolution (backend/cuda/conv.h), testable without a GPU: the
 // accumulation and math types chosen per dtype, the split of TensorFlow's asymmetric `same` padding
-// into explicit padding plus cuDNN's symmetric padding, and the plan-cache key and its hash. Also
+// into explicit padding plus cuDNN's symmetric padding, the plan-cache key and its hash, and the
+// workspace limit (scaled to the device, its environment override) and the screening under it. Also
 // the host-side plans of the other convolutional-network kernels: the work split of the depthwise
 // filter gradient and of the batch-norm sums, and the bilinear-resize tables.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
+#include <limits>
 #include <map>
+#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -14,6 +18,7 @@
 #include "backend/cuda/conv.h"
 #include "backend/cuda/depthwise.h"
 #include "backend/cuda/image.h"
+#include "mixprec/error.h"
 #include "ops/window.h"
 
 namespace mixprec::cuda::detail {
@@ -167,24 +172,70 @@ TEST(CudaConvPlanTest, EveryFieldOfTheKeySeparatesPlans) {
   EXPECT_EQ(set.count(copy), 1u);
 }
 
-TEST(CudaConvPlanTest, WorkspaceLimitIsAFewHundredMebibytes) {
-  EXPECT_EQ(kMaxConvWorkspace, std::size_t{256} << 20);
+TEST(CudaConvPlanTest, WorkspaceLimitScalesWithTheDeviceWithinFloorAndCap) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20, kGiB = std::size_t{1} << 30;
+  EXPECT_EQ(kConvWorkspaceFloor, 256 * kMiB);
+  EXPECT_EQ(kConvWorkspaceCap, 4 * kGiB);
+  // Small devices keep the old fixed 256 MiB (a sixteenth of 4 GiB is exactly the floor).
+  EXPECT_EQ(conv_workspace_limit(0), 256 * kMiB);
+  EXPECT_EQ(conv_workspace_limit(2 * kGiB), 256 * kMiB);
+  EXPECT_EQ(conv_workspace_limit(4 * kGiB), 256 * kMiB);
+  // In between, a sixteenth of the memory.
+  EXPECT_EQ(conv_workspace_limit(16 * kGiB), kGiB);
+  EXPECT_EQ(conv_workspace_limit(24 * kGiB), 1536 * kMiB);
+  EXPECT_EQ(conv_workspace_limit(40 * kGiB), 2560 * kMiB);
+  // Enough for ResNet-50 float32's IMPLICIT_PRECOMP_GEMM at batch 256 (392-980 MiB) from 16 GiB.
+  EXPECT_GE(conv_workspace_limit(16 * kGiB), 980 * kMiB);
+  // An 80 GB H100 (cudaDeviceProp::totalGlobalMem 85,020,000,256 bytes) and larger: the cap.
+  EXPECT_EQ(conv_workspace_limit(std::size_t{85020000256}), 4 * kGiB);
+  EXPECT_EQ(conv_workspace_limit(std::size_t{150} * kGiB), 4 * kGiB);
+  EXPECT_EQ(conv_workspace_limit(std::numeric_limits<std::size_t>::max()), 4 * kGiB);
+}
+
+TEST(CudaConvPlanTest, WorkspaceOverrideIsWholeMebibytes) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  EXPECT_FALSE(workspace_override(nullptr).has_value());
+  EXPECT_FALSE(workspace_override("").has_value());
+  EXPECT_EQ(workspace_override("0"), std::size_t{0});
+  EXPECT_EQ(workspace_override("512"), 512 * kMiB);
+  EXPECT_EQ(workspace_override("8192"), 8192 * kMiB);
+  for (const char* bad : {"-1", "1.5", "256MiB", " 256", "abc", "99999999999999999999"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(workspace_override(bad), ValueError);
+  }
+  try {
+    workspace_override("lots");
+    ADD_FAILURE() << "no error";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("MIXPREC_CUDNN_WORKSPACE_MIB"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("lots"), std::string::npos);
+  }
 }
 
 TEST(CudaConvPlanTest, RankedResultsAreScreenedByStatusWorkspaceAndMathRule) {
   using detail::ConvMath;
   using detail::ConvScreen;
   using detail::screen_result;
-  EXPECT_EQ(screen_result(true, 0, false, false, ConvMath::fma), ConvScreen::usable);
-  EXPECT_EQ(screen_result(true, 0, true, false, ConvMath::tensor_op), ConvScreen::usable);
-  EXPECT_EQ(screen_result(false, 0, false, false, ConvMath::fma), ConvScreen::failed);
-  EXPECT_EQ(screen_result(true, kMaxConvWorkspace + 1, false, false, ConvMath::fma),
+  const std::size_t limit = conv_workspace_limit(std::size_t{80} << 30);  // an 80 GiB device
+  EXPECT_EQ(screen_result(true, 0, limit, false, false, ConvMath::fma), ConvScreen::usable);
+  EXPECT_EQ(screen_result(true, 0, limit, true, false, ConvMath::tensor_op), ConvScreen::usable);
+  EXPECT_EQ(screen_result(false, 0, limit, false, false, ConvMath::fma), ConvScreen::failed);
+  EXPECT_EQ(screen_result(true, limit + 1, limit, false, false, ConvMath::fma),
             ConvScreen::workspace);
-  EXPECT_EQ(screen_result(true, kMaxConvWorkspace, false, false, ConvMath::fma),
-            ConvScreen::usable);
+  EXPECT_EQ(screen_result(true, limit, limit, false, false, ConvMath::fma), ConvScreen::usable);
+  // ResNet-50's 980 MiB IMPLICIT_PRECOMP_GEMM: over a small device's limit, within an 80 GiB one's.
+  const std::size_t precomp = std::size_t{980} << 20;
+  EXPECT_EQ(screen_result(true, precomp, conv_workspace_limit(std::size_t{4} << 30), false, false,
+                          ConvMath::fma),
+            ConvScreen::workspace);
+  EXPECT_EQ(screen_result(true, precomp, limit, false, false, ConvMath::fma), ConvScreen::usable);
+  // A zero limit (MIXPREC_CUDNN_WORKSPACE_MIB=0) keeps only algorithms without workspace.
+  EXPECT_EQ(screen_result(true, 0, 0, false, false, ConvMath::fma), ConvScreen::usable);
+  EXPECT_EQ(screen_result(true, 1, 0, false, false, ConvMath::fma), ConvScreen::workspace);
   // True float32 never takes TF32 tensor cores; nothing ever computes float32 data in float16.
-  EXPECT_EQ(screen_result(true, 0, true, false, ConvMath::fma), ConvScreen::tensor_cores);
-  EXPECT_EQ(screen_result(true, 0, false, true, ConvMath::tensor_op), ConvScreen::conversion);
+  EXPECT_EQ(screen_result(true, 0, limit, true, false, ConvMath::fma), ConvScreen::tensor_cores);
+  EXPECT_EQ(screen_result(true, 0, limit, false, true, ConvMath::tensor_op),
+            ConvScreen::conversion);
   EXPECT_STREQ(detail::screen_name(ConvScreen::tensor_cores),
                "tensor cores (TF32) where true float32 is asked");
 }

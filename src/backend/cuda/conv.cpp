@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -181,17 +182,26 @@ void log_result(std::string& log, int algo, cudnnMathType_t math, std::size_t me
          " " + std::to_string(memory >> 20) + " MiB: " + verdict + "]";
 }
 
+// The most workspace one call may take on `device` (detail::conv_workspace_limit of its memory,
+// read once per device by device_info), or MIXPREC_CUDNN_WORKSPACE_MIB's when set.
+std::size_t workspace_limit(int device) {
+  static const std::optional<std::size_t> override_bytes =
+      detail::workspace_override(std::getenv("MIXPREC_CUDNN_WORKSPACE_MIB"));
+  if (override_bytes) return *override_bytes;
+  return detail::conv_workspace_limit(static_cast<std::size_t>(device_info(device).total_memory));
+}
+
 // Every acceptable result, in cuDNN's order (best first): never a down-conversion, no tensor cores
 // where the key says fma, within the workspace limit re-read under the math type the result was
 // ranked with (FMA where the key demands it).
 template <typename Perf, typename WorkspaceOf>
-void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key, Plan& p,
-            WorkspaceOf&& workspace_of) {
+void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key, std::size_t limit,
+            Plan& p, WorkspaceOf&& workspace_of) {
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[static_cast<std::size_t>(i)];
     const int algo = static_cast<int>(r.algo);
     const detail::ConvScreen screen = detail::screen_result(
-        r.status == CUDNN_STATUS_SUCCESS, r.memory, r.mathType == CUDNN_TENSOR_OP_MATH,
+        r.status == CUDNN_STATUS_SUCCESS, r.memory, limit, r.mathType == CUDNN_TENSOR_OP_MATH,
         r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, key.math);
     if (screen != detail::ConvScreen::usable) {
       log_result(p.log, algo, r.mathType, r.memory, detail::screen_name(screen));
@@ -203,7 +213,7 @@ void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key,
       continue;
     }
     std::size_t bytes = 0;
-    if (!workspace_of(algo, bytes) || bytes > detail::kMaxConvWorkspace) {
+    if (!workspace_of(algo, bytes) || bytes > limit) {
       log_result(p.log, algo, m, bytes, "workspace under this math type");
       continue;
     }
@@ -215,7 +225,7 @@ void choose(const std::vector<Perf>& results, int count, const ConvPlanKey& key,
 // The one candidate of a convolution fused with its bias: cudnnConvolutionBiasActivationForward
 // runs the identity activation with IMPLICIT_PRECOMP_GEMM only (cuDNN's documentation).
 void add_fused_candidate(cudnnHandle_t handle, const ConvPlanKey& k, cudnnDataType_t dt, int c,
-                         Plan& p) {
+                         std::size_t limit, Plan& p) {
   check_cudnn(cudnnCreateTensorDescriptor(&p.bias), "cudnnCreateTensorDescriptor(bias)");
   check_cudnn(cudnnSetTensor4dDescriptor(p.bias, CUDNN_TENSOR_NHWC, dt, 1, c, 1, 1),
               "cudnnSetTensor4dDescriptor(bias)");
@@ -227,7 +237,7 @@ void add_fused_candidate(cudnnHandle_t handle, const ConvPlanKey& k, cudnnDataTy
   std::size_t bytes = 0;
   if (cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y, algo, &bytes) ==
           CUDNN_STATUS_SUCCESS &&
-      bytes <= detail::kMaxConvWorkspace) {
+      bytes <= limit) {
     p.candidates.push_back(Candidate{static_cast<int>(algo), math_of(k.math), bytes});
   }
 }
@@ -236,7 +246,8 @@ void add_fused_candidate(cudnnHandle_t handle, const ConvPlanKey& k, cudnnDataTy
 // (cudnnFind*AlgorithmEx, which runs every algorithm on `buffers` and waits for each: one host
 // wait counted) or its heuristic (cudnnGet*Algorithm_v7), filtered by choose().
 void search_algorithms(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffers,
-                       bool timed, void* scratch, std::size_t scratch_bytes, Plan& p) {
+                       bool timed, void* scratch, std::size_t scratch_bytes, std::size_t limit,
+                       Plan& p) {
   int max_count = 0, returned = 0;
   if (timed) count_host_wait();
   if (k.pass == ConvPass::forward) {
@@ -249,7 +260,7 @@ void search_algorithms(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers
                       : cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y,
                                                                max_count, &returned, r.data()),
                 "choosing a cuDNN forward convolution algorithm");
-    choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+    choose(r, returned, k, limit, p, [&](int algo, std::size_t& bytes) {
       return cudnnGetConvolutionForwardWorkspaceSize(handle, p.x, p.w, p.conv, p.y,
                                                      static_cast<cudnnConvolutionFwdAlgo_t>(algo),
                                                      &bytes) == CUDNN_STATUS_SUCCESS;
@@ -264,7 +275,7 @@ void search_algorithms(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers
                       : cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, p.w, p.y, p.conv, p.x,
                                                                     max_count, &returned, r.data()),
                 "choosing a cuDNN backward-data convolution algorithm");
-    choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+    choose(r, returned, k, limit, p, [&](int algo, std::size_t& bytes) {
       return cudnnGetConvolutionBackwardDataWorkspaceSize(
                  handle, p.w, p.y, p.conv, p.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo),
                  &bytes) == CUDNN_STATUS_SUCCESS;
@@ -279,12 +290,51 @@ void search_algorithms(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers
                       : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                             handle, p.x, p.y, p.conv, p.w, max_count, &returned, r.data()),
                 "choosing a cuDNN backward-filter convolution algorithm");
-    choose(r, returned, k, p, [&](int algo, std::size_t& bytes) {
+    choose(r, returned, k, limit, p, [&](int algo, std::size_t& bytes) {
       return cudnnGetConvolutionBackwardFilterWorkspaceSize(
                  handle, p.x, p.y, p.conv, p.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo),
                  &bytes) == CUDNN_STATUS_SUCCESS;
     });
   }
+}
+
+// The scratch of a timed search: the largest workspace among the heuristic's results within the
+// limit, so that every algorithm the limit allows can be timed, and no more (the limit itself may
+// be GiBs).
+std::size_t search_scratch_bytes(cudnnHandle_t handle, const ConvPlanKey& k, const Plan& p,
+                                 std::size_t limit) {
+  int max_count = 0, returned = 0;
+  const auto largest = [&](const auto& results) {
+    std::size_t most = 0;
+    for (int i = 0; i < returned; ++i) {
+      const auto& r = results[static_cast<std::size_t>(i)];
+      if (r.status == CUDNN_STATUS_SUCCESS && r.memory <= limit && r.memory > most) most = r.memory;
+    }
+    return most;
+  };
+  const char* what = "sizing the scratch of cuDNN's timed algorithm search";
+  if (k.pass == ConvPass::forward) {
+    check_cudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count), "MaxCount");
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+    check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle, p.x, p.w, p.conv, p.y, max_count,
+                                                       &returned, r.data()),
+                what);
+    return largest(r);
+  }
+  if (k.pass == ConvPass::backward_data) {
+    check_cudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count), "MaxCount");
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+    check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, p.w, p.y, p.conv, p.x,
+                                                            max_count, &returned, r.data()),
+                what);
+    return largest(r);
+  }
+  check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count), "MaxCount");
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(static_cast<std::size_t>(max_count));
+  check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, p.x, p.y, p.conv, p.w,
+                                                            max_count, &returned, r.data()),
+              what);
+  return largest(r);
 }
 
 Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffers, Device device) {
@@ -330,14 +380,16 @@ Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffer
   check_cudnn(cudnnSetTensor4dDescriptor(p.y, CUDNN_TENSOR_NHWC, dt, n, c, h, w),
               "cudnnSetTensor4dDescriptor(y)");
 
-  // A timed search needs scratch: the largest workspace we would allow, if the pool has it.
+  // A timed search needs scratch: what its algorithms within the limit want, if the pool has it.
+  const std::size_t limit = workspace_limit(k.device);
   void* scratch = nullptr;
   std::size_t scratch_bytes = 0;
-  const bool timed = benchmark_mode() && buffers.x != nullptr;
+  const bool timed = benchmark_mode() && buffers.x != nullptr && k.pass != ConvPass::forward_bias;
   if (timed) {
+    const std::size_t wanted = search_scratch_bytes(handle, k, p, limit);
     try {
-      scratch = allocate(device, detail::kMaxConvWorkspace);
-      scratch_bytes = detail::kMaxConvWorkspace;
+      scratch = wanted > 0 ? allocate(device, wanted) : nullptr;
+      scratch_bytes = scratch != nullptr ? wanted : 0;
     } catch (const DeviceError&) {
       scratch = nullptr;  // out of memory: search with no workspace
     }
@@ -347,9 +399,9 @@ Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffer
   };
   try {
     if (k.pass == ConvPass::forward_bias) {
-      add_fused_candidate(handle, k, dt, c, p);
+      add_fused_candidate(handle, k, dt, c, limit, p);
     } else {
-      search_algorithms(handle, k, buffers, timed, scratch, scratch_bytes, p);
+      search_algorithms(handle, k, buffers, timed, scratch, scratch_bytes, limit, p);
     }
   } catch (...) {
     release();
@@ -391,7 +443,7 @@ Plan plan_for(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const
       const ConvPlanKey& k = key;
       std::fprintf(stderr,
                    "mixprec cudnn plan: %s %s %s x (%lld, %lld, %lld, %lld) -> %lld, kernel "
-                   "%lldx%lld stride %lld pad %lld,%lld groups %lld:%s\n",
+                   "%lldx%lld stride %lld pad %lld,%lld groups %lld, workspace limit %llu MiB:%s\n",
                    pass_name(k.pass), std::string(dtype_name(k.dtype)).c_str(),
                    k.math == detail::ConvMath::fma ? "fma" : "tensor-op",
                    static_cast<long long>(k.batch), static_cast<long long>(k.in_h),
@@ -400,6 +452,7 @@ Plan plan_for(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const
                    static_cast<long long>(k.kernel_w), static_cast<long long>(k.stride_h),
                    static_cast<long long>(k.pad_h), static_cast<long long>(k.pad_w),
                    static_cast<long long>(k.groups),
+                   static_cast<unsigned long long>(workspace_limit(k.device) >> 20),
                    it->second.log.empty() ? " (one fixed candidate)" : it->second.log.c_str());
     }
   }
@@ -485,7 +538,7 @@ cudnnStatus_t execute(const Plan& plan, const Candidate& cand, const ConvPlanKey
                     std::to_string(key.in_w) + ", " + std::to_string(key.in_channels) + ") with " +
                     std::to_string(key.out_channels) + " filters of " +
                     std::to_string(key.kernel_h) + "x" + std::to_string(key.kernel_w) +
-                    " within a " + format_bytes(detail::kMaxConvWorkspace) +
+                    " within a " + format_bytes(workspace_limit(key.device)) +
                     " workspace that it does not refuse; run this layer on the CPU or change its "
                     "shape");
 }

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "backend/cpu/conv.h"
 #include "mixprec/ops.h"
@@ -177,17 +178,31 @@ ConvPlanKey fallback_key(const ConvPlanKey& key);
 enum class ConvBias { none, after, fused };
 ConvBias conv_bias(DType dtype, Accumulation accumulation, bool has_bias);
 
-// The most workspace one call may take (from the caching allocator): algorithms that want more
-// are skipped.
-inline constexpr std::size_t kMaxConvWorkspace = std::size_t{256} << 20;
+// The most workspace one cuDNN call may take (from the caching allocator) on a device with
+// `device_total_bytes` of memory: algorithms that want more are skipped. A sixteenth of the
+// device's memory, at least kConvWorkspaceFloor and at most kConvWorkspaceCap. The workspace is
+// transient (allocated for the call, released stream-ordered after it, so one is live per stream),
+// and a fixed 256 MiB made cuDNN drop its fast algorithms on large problems: ResNet-50 float32 at
+// batch 256 wants 392-980 MiB for IMPLICIT_PRECOMP_GEMM; with the plain IMPLICIT_GEMM a step took
+// 4.5 times as long per image as at batch 16 (H100). 256 MiB (the old fixed limit) stays the floor
+// for GPUs of 4 GiB or less; 16 GiB gets 1 GiB, 40 GiB 2.5 GiB, an 80 GB H100 the 4 GiB cap
+// (TensorFlow's default cuDNN workspace limit).
+inline constexpr std::size_t kConvWorkspaceFloor = std::size_t{256} << 20;
+inline constexpr std::size_t kConvWorkspaceCap = std::size_t{4} << 30;
+std::size_t conv_workspace_limit(std::size_t device_total_bytes);
+// MIXPREC_CUDNN_WORKSPACE_MIB=<n> sets the limit to n MiB on every device instead (0: algorithms
+// without workspace only). The variable's text: nothing when unset or empty, else n MiB in bytes;
+// ValueError naming the variable when it is not a non-negative integer of MiB that fits.
+std::optional<std::size_t> workspace_override(const char* text);
 
 // The first screening of one of cuDNN's ranked results (heuristic or timed) for a key: usable, or
 // why not. A usable result is then set up under its math type and its workspace re-read.
 // `tensor_op` and `conversion`: the result's math type is CUDNN_TENSOR_OP_MATH, or
 // CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION (float32 data computed in float16: never taken).
 enum class ConvScreen { usable, failed, workspace, conversion, tensor_cores };
-ConvScreen screen_result(bool succeeded, std::size_t workspace, bool tensor_op, bool conversion,
-                         ConvMath rule);
+// `limit`: the device's workspace limit (conv_workspace_limit or the override).
+ConvScreen screen_result(bool succeeded, std::size_t workspace, std::size_t limit, bool tensor_op,
+                         bool conversion, ConvMath rule);
 const char* screen_name(ConvScreen screen);
 
 // MIXPREC_CUDNN_LOG=1: each new convolution plan writes one line to stderr: the pass, dtype, math

@@ -1,12 +1,16 @@
 // The host-side decisions of the CUDA convolution (conv.h, namespace detail): plan keys and their
 // hash, the compute type and math rule of a call, what to do when cuDNN refuses every algorithm,
-// how a forward adds its bias, and the screening of cuDNN's ranked results. No cuDNN call: unit
-// tests run all of it without a GPU (tests/unit/cuda_conv_plan_test.cpp).
-#include "backend/cuda/conv.h"
-
+// how a forward adds its bias, the workspace limit and the screening of cuDNN's ranked results. No
+// cuDNN call: unit tests run all of it without a GPU (tests/unit/cuda_conv_plan_test.cpp).
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "backend/cuda/conv.h"
+#include "mixprec/error.h"
 
 namespace mixprec::cuda {
 
@@ -106,10 +110,31 @@ ConvBias conv_bias(DType dtype, Accumulation accumulation, bool has_bias) {
   return ConvBias::after;
 }
 
-ConvScreen screen_result(bool succeeded, std::size_t workspace, bool tensor_op, bool conversion,
-                         ConvMath rule) {
+std::size_t conv_workspace_limit(std::size_t device_total_bytes) {
+  const std::size_t share = device_total_bytes / 16;
+  return share < kConvWorkspaceFloor ? kConvWorkspaceFloor
+                                     : (share > kConvWorkspaceCap ? kConvWorkspaceCap : share);
+}
+
+std::optional<std::size_t> workspace_override(const char* text) {
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  std::size_t mib = 0;
+  for (const char* c = text; *c != '\0'; ++c) {
+    const bool digit = *c >= '0' && *c <= '9';
+    if (!digit || mib > (std::numeric_limits<std::size_t>::max() / kMiB - 9) / 10) {
+      throw ValueError(std::string("MIXPREC_CUDNN_WORKSPACE_MIB must be a whole number of MiB, ") +
+                       "got '" + text + "'");
+    }
+    mib = mib * 10 + static_cast<std::size_t>(*c - '0');
+  }
+  return mib * kMiB;
+}
+
+ConvScreen screen_result(bool succeeded, std::size_t workspace, std::size_t limit, bool tensor_op,
+                         bool conversion, ConvMath rule) {
   if (!succeeded) return ConvScreen::failed;
-  if (workspace > kMaxConvWorkspace) return ConvScreen::workspace;
+  if (workspace > limit) return ConvScreen::workspace;
   if (conversion) return ConvScreen::conversion;  // float32 data computed in float16: never
   if (tensor_op && rule == ConvMath::fma) return ConvScreen::tensor_cores;  // true float32
   return ConvScreen::usable;

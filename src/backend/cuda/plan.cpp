@@ -71,6 +71,19 @@ kernels::Strided<K> make_strided(const Shape& shape,
   return plan;
 }
 
+std::optional<TransposePlan> transpose_plan(const kernels::Strided<2>& plan) {
+  if (plan.ndim != 2) return std::nullopt;
+  const std::int64_t a = plan.sizes[0], b = plan.sizes[1];
+  const auto is = [&](int k, std::int64_t outer, std::int64_t inner) {
+    return plan.strides[k][0] == outer && plan.strides[k][1] == inner;
+  };
+  // The source walks rows-first (a contiguous a x b matrix), the destination columns-first.
+  if (is(0, b, 1) && is(1, 1, a)) return TransposePlan{a, b};
+  // The destination walks rows-first: the source is a contiguous b x a matrix read columns-first.
+  if (is(0, 1, a) && is(1, b, 1)) return TransposePlan{b, a};
+  return std::nullopt;
+}
+
 template kernels::Strided<1> make_strided<1>(const Shape&,
                                              const std::array<std::vector<std::int64_t>, 1>&);
 template kernels::Strided<2> make_strided<2>(const Shape&,

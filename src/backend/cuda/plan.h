@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/kernels/launch.h"
@@ -29,5 +30,16 @@ kernels::Strided<K> make_plan(const Shape& out, const std::array<const Tensor*, 
   for (int k = 0; k < K; ++k) strides[k] = broadcast_strides(*inputs[k], out);
   return make_strided<K>(out, strides);
 }
+
+// A two-operand plan (operand 0 = source, operand 1 = destination) that is a plain 2-D transpose:
+// the source is a contiguous rows x cols matrix and the destination its contiguous cols x rows
+// transpose, dst[c * rows + r] = src[r * cols + c]. After make_strided's merging, copying a
+// permuted view that only swaps two groups of axes (the convolution's HWIO <-> KRSC filters) has
+// this form: sizes (A, B) with strides (B, 1) and (1, A), or (1, A) and (B, 1).
+struct TransposePlan {
+  std::int64_t rows = 0, cols = 0;
+};
+// The transpose that `plan` is, or nothing (one axis, three or more, broadcasting, gaps).
+std::optional<TransposePlan> transpose_plan(const kernels::Strided<2>& plan);
 
 }  // namespace mixprec::cuda

@@ -1,6 +1,14 @@
 // Byte-exact copies between strided layouts (materialising views, concat/split, writing a gradient
-// into a slice) and fills, templated only on the element size.
+// into a slice) and fills, templated only on the element size. A copy whose plan is a plain 2-D
+// transpose (cuda::transpose_plan: the convolution's filter layouts) takes the register-tiled
+// transpose kernel (transpose_kernels.cuh), whose reads and writes both use whole memory sectors.
+#include <cstdint>
+#include <limits>
+
 #include "backend/cuda/kernels/common.cuh"
+#include "backend/cuda/plan.h"
+// After common.cuh, whose names the kernel uses.
+#include "backend/cuda/kernels/transpose_kernels.cuh"
 
 namespace mixprec::cuda::kernels {
 
@@ -41,9 +49,42 @@ __global__ void fill_dense(E value, std::int64_t n, E* __restrict__ out) {
   for (std::int64_t i = global_thread(); i < n; i += grid_threads()) out[i] = value;
 }
 
+bool aligned_to(const void* p, std::uintptr_t bytes) {
+  return (reinterpret_cast<std::uintptr_t>(p) & (bytes - 1)) == 0;
+}
+
+// The transpose kernel for t with vectors (one tile row each) on each side the sizes and pointers
+// allow and 32-bit indices when every offset and thread index fits.
+template <typename E>
+void launch_transpose(const TransposePlan& t, const E* src, E* dst, cudaStream_t s) {
+  using namespace transpose_kernels;
+  constexpr int kTile = kTileOf<E>;
+  const std::int64_t work = transpose_work(t.rows, t.cols, kTile);
+  constexpr std::uintptr_t kBytes = kTileBytesOf<E>;
+  const bool vec_in = t.cols % kTile == 0 && aligned_to(src, kBytes);
+  const bool vec_out = t.rows % kTile == 0 && aligned_to(dst, kBytes);
+  constexpr std::int64_t kLimit = std::numeric_limits<std::int32_t>::max();
+  const bool index32 = t.rows * t.cols <= kLimit && work <= kLimit;
+  const auto go = [&]<typename I, bool VecIn, bool VecOut>() {
+    transpose_kernel<E, I, VecIn, VecOut>
+        <<<blocks_for(work), kThreads, 0, s>>>(t.rows, t.cols, src, dst);
+  };
+  const auto sides = [&]<typename I>() {
+    if (vec_in && vec_out) return go.template operator()<I, true, true>();
+    if (vec_in) return go.template operator()<I, true, false>();
+    if (vec_out) return go.template operator()<I, false, true>();
+    go.template operator()<I, false, false>();
+  };
+  index32 ? sides.template operator()<std::uint32_t>() : sides.template operator()<std::int64_t>();
+}
+
 template <std::size_t N>
 void launch_copy(const Strided<2>& plan, const void* src, void* dst, cudaStream_t s) {
   using E = typename Bytes<N>::type;
+  if (const auto t = transpose_plan(plan)) {
+    launch_transpose<E>(*t, static_cast<const E*>(src), static_cast<E*>(dst), s);
+    return;
+  }
   const unsigned blocks = blocks_for(plan.numel);
   if (plan.index32) {
     copy_strided<E, std::uint32_t>
