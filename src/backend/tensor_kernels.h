@@ -23,9 +23,9 @@ struct TensorKernels {
   Tensor (*unary_backward)(UnaryOp op, const Tensor& g, const Tensor& x, const Tensor& y);
   // a (op) b with broadcasting; one floating dtype.
   Tensor (*binary)(BinaryOp op, const Tensor& a, const Tensor& b);
-  // Capability (null: the op composes binary and unary): relu(a + b) with broadcasting, in the
-  // compute type and rounded once, which is bit for bit relu(round(a + b)) (relu commutes with
-  // round-to-nearest); the Add + ReLU of residual blocks as one pass (ops/add_relu.h).
+  // relu(a + b) with broadcasting, in the compute type and rounded once, which is bit for bit
+  // relu(round(a + b)) (relu commutes with round-to-nearest); the Add + ReLU of residual blocks as
+  // one pass (ops/add_relu.h).
   Tensor (*add_relu)(const Tensor& a, const Tensor& b);
   // a (op) b with broadcasting, bool result.
   Tensor (*compare)(CompareOp op, const Tensor& a, const Tensor& b);

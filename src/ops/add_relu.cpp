@@ -34,9 +34,7 @@ Tensor add_relu(const Tensor& a, const Tensor& b) {
   check_same_dtype_device(kName, a, b);
   check_floating(kName, a);
   broadcast_shapes(a.shape(), b.shape(), kName);  // throws naming this op and both shapes
-  const TensorKernels& k = *backend_for(a.device()).tensor;
-  Tensor out = k.add_relu != nullptr ? k.add_relu(a, b)
-                                     : k.unary(UnaryOp::relu, k.binary(BinaryOp::add, a, b));
+  Tensor out = backend_for(a.device()).tensor->add_relu(a, b);
   if (!autograd::needs_record({&a, &b})) return out;
   auto node = std::make_shared<AddReluBackward>();
   node->y = out.detach();

@@ -60,6 +60,10 @@ TEST(GpuBatchNormTest, TrainingMatchesTheCpu) {
   }
   // 16-bit parameters are accepted too.
   expect_training_matches({2, 3, 3, 8}, DType::float16, DType::float16, 0.0);
+  // Enough rows that the launchers' parts hold several rows each (8192 parts: Welford runs of 8
+  // and 13 rows on the device), the vector path and the single-channel one.
+  expect_training_matches({64, 32, 32, 32}, DType::float16, DType::float32, 0.5);
+  expect_training_matches({100000, 3}, DType::float32, DType::float32, 0.5);
 }
 
 TEST(GpuBatchNormTest, VarianceDoesNotCancelForALargeMean) {

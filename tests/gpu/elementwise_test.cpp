@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "gpu/op_harness.h"
+#include "ops/add_relu.h"
 
 namespace mixprec::testing {
 namespace {
@@ -98,6 +99,26 @@ TEST(GpuElementwiseTest, BinaryOpsBroadcastLikeTheCpu) {
       if (c.name == "mul") c.summed_gradients = true;
       for (DType dtype : float_dtypes()) expect_same_on_gpu(c, dtype);
     }
+  }
+}
+
+// ops::add_relu (TensorKernels::add_relu): the one-pass kernel on contiguous operands of one
+// shape (odd sizes: the vector kernel's tail; a misaligned view: the scalar kernel) and the
+// composition for broadcasts; one rounding of relu(a + b) equals relu(round(a + b)), so CUDA and
+// the CPU agree to the dtype's tolerance as every binary op does.
+TEST(GpuElementwiseTest, AddReluMatchesTheCpu) {
+  MIXPREC_REQUIRE_GPU();
+  const auto fused = [](const std::vector<Tensor>& x) { return ops::add_relu(x[0], x[1]); };
+  const auto misaligned = [](const std::vector<Tensor>& x) {
+    return ops::add_relu(x[0].slice(0, 1, 37), x[1].slice(0, 1, 37));
+  };
+  const std::vector<OpCase> cases = {
+      {"add_relu", fused, {{{37, 53}}, {{37, 53}}}},
+      {"add_relu broadcast", fused, {{{16, 40}}, {{40}}}},
+      {"add_relu misaligned view", misaligned, {{{37 * 3 + 1}}, {{37 * 3 + 1}}}},
+  };
+  for (const OpCase& c : cases) {
+    for (DType dtype : float_dtypes()) expect_same_on_gpu(c, dtype);
   }
 }
 

@@ -27,6 +27,9 @@ std::vector<OpCase> pool_cases(bool integer_valued) {
       {"7x7 stride 2 same on 224 (2 and 3)", {1, 224, 224, 2}, {{7, 7}, {2, 2}, Padding::same}},
       {"3x3 stride 1 same (overlapping)", {1, 6, 7, 3}, {{3, 3}, {1, 1}, Padding::same}},
       {"2x3 stride (1, 2) valid", {3, 5, 9, 2}, {{2, 3}, {1, 2}, Padding::valid}},
+      // 64 channels: the 16-byte vector kernels in every dtype (8 halves, 4 floats, 2 doubles);
+      // ResNet's stem pool, padded as ZeroPadding2D(1) + valid 3x3 stride 2 does.
+      {"3x3 stride 2 valid, 64 channels", {2, 17, 15, 64}, {{3, 3}, {2, 2}, Padding::valid}},
   };
   for (const Geometry& g : geometries) {
     const Pool2dOptions o = g.options;

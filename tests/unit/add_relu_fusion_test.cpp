@@ -5,7 +5,9 @@
 // is a relu Activation in its dtype), never for Multiply, other activations or a shared output.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +63,17 @@ TEST(AddReluTest, EqualsReluOfAddBitForBit) {
       expect_same_bits(gf[0], gp[0], "gradient of a " + bshape.to_string());
       expect_same_bits(gf[1], gp[1], "gradient of b " + bshape.to_string());
     }
+  }
+}
+
+TEST(AddReluTest, SpecialValuesAsReluOfAdd) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> av = {1.0, -0.0, -0.0, inf, -inf, inf, std::nan(""), 65504.0, -1e-30};
+  const std::vector<double> bv = {-1.0, -0.0, 0.0, 1.0, 1.0, -inf, 1.0, 65504.0, 1e-30};
+  for (DType dtype : {DType::float32, DType::float16, DType::bfloat16, DType::float64}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const Tensor a = from_vector(av, {9}).to(dtype), b = from_vector(bv, {9}).to(dtype);
+    expect_same_bits(ops::add_relu(a, b), relu(add(a, b)), "special values");
   }
 }
 

@@ -8,6 +8,7 @@
 #include "backend/cpu/binary_channel.h"
 #include "backend/cpu/contiguous_map.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/unary.h"
 #include "backend/kernel_math/elementwise_math.h"
 #include "core/dispatch.h"
 #include "core/tensor_impl.h"
@@ -82,6 +83,23 @@ void accumulate_into(const Tensor& acc, const Tensor& g) {
     T* out = target.data<T>();  // read and written at the same index only
     map_contiguous<T, 2>({out, g.data<T>()}, out, acc.numel(), body);
   });
+}
+
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || !a.is_contiguous() || !b.is_contiguous()) {
+    return unary(UnaryOp::relu, binary(BinaryOp::add, a, b));
+  }
+  Tensor out = core::make_tensor(a.shape(), a.dtype(), a.device());
+  core::dispatch_floating(a.dtype(), "add_relu", [&]<typename T>() {
+    using C = core::compute_t<T>;
+    const auto body = [](C* o, const C* x, const C* y, std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        o[i] = kernel_math::unary_value(UnaryOp::relu, x[i] + y[i]);
+      }
+    };
+    map_contiguous<T, 2>({a.data<T>(), b.data<T>()}, out.data<T>(), a.numel(), body);
+  });
+  return out;
 }
 
 }  // namespace mixprec::cpu

@@ -10,6 +10,10 @@ namespace mixprec::cpu {
 // the broadcast shape.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 
+// relu(a + b) (TensorKernels::add_relu): one pass in the compute type, rounded once, for operands
+// of one shape that are contiguous; otherwise binary then unary (the same bits either way).
+Tensor add_relu(const Tensor& a, const Tensor& b);
+
 // acc += g in place (autograd's gradient accumulation where acc has no other owner): one floating
 // dtype and shape, acc contiguous, g contiguous or a broadcast view (stride 0 along some axes),
 // not overlapping; computed in float and rounded once.

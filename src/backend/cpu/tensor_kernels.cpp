@@ -20,6 +20,7 @@ extern const TensorKernels kTensorKernels;
 const TensorKernels kTensorKernels{.unary = unary,
                                    .unary_backward = unary_backward,
                                    .binary = binary,
+                                   .add_relu = add_relu,
                                    .compare = compare,
                                    .where = where,
                                    .is_finite = is_finite,
