@@ -16,18 +16,16 @@
 #include "mixprec/mixprec.h"
 #include "ops/add_relu.h"
 #include "ops/batch_norm_activation.h"
+#include "support/fusion_guard.h"
 #include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
 
+using testing::FusionGuard;
+using testing::output_node;
 using testing::PolicyGuard;
 namespace L = layers;
-
-struct FusionGuard {
-  explicit FusionGuard(bool on) { ops::set_batch_norm_activation_fusion(on); }
-  ~FusionGuard() { ops::set_batch_norm_activation_fusion(std::nullopt); }
-};
 
 // Element-by-element equality of the stored bits (so -0 and +0 differ, NaNs compare).
 void expect_same_bits(const Tensor& got, const Tensor& want, const std::string& what) {
@@ -128,12 +126,6 @@ TEST(AddReluTest, ResidualModelGivesTheSameBitsFusedAndUnfused) {
       expect_same_bits(fused[i], plain[i], "result " + std::to_string(i));
     }
   }
-}
-
-std::string output_node(const Model& m, const Tensor& x, bool fusion) {
-  FusionGuard guard(fusion);
-  const Tensor y = m(x, {.training = true});
-  return y.grad_fn() ? y.grad_fn()->name() : "leaf";
 }
 
 TEST(AddReluTest, WhereTheModelFusesIt) {

@@ -12,19 +12,16 @@
 #include "autograd/node.h"
 #include "mixprec/mixprec.h"
 #include "ops/batch_norm_activation.h"
+#include "support/fusion_guard.h"
 #include "support/policy_guard.h"
 
 namespace mixprec {
 namespace {
 
+using testing::FusionGuard;
+using testing::output_node;
 using testing::PolicyGuard;
 namespace L = layers;
-
-// Restores the environment's fusion setting when done.
-struct FusionGuard {
-  explicit FusionGuard(bool on) { ops::set_batch_norm_activation_fusion(on); }
-  ~FusionGuard() { ops::set_batch_norm_activation_fusion(std::nullopt); }
-};
 
 // Input (8, 8, 4) -> Conv2D -> BN -> swish -> DepthwiseConv2D -> BN -> relu6 -> Conv2D 1x1 -> BN
 // whose output feeds both a sigmoid Activation and an Add (two readers: not fused) -> BN -> relu
@@ -143,12 +140,6 @@ TEST(BatchNormActivationFusion, MixedBfloat16AsAccurateAsUnfused) {
     sum_u += eu;
   }
   EXPECT_LT(sum_f, 1.3 * sum_u);
-}
-
-std::string output_node(const Model& m, const Tensor& x, bool fusion) {
-  FusionGuard guard(fusion);
-  const Tensor y = m(x, {.training = true});
-  return y.grad_fn() ? y.grad_fn()->name() : "leaf";
 }
 
 // Which graphs fuse: the BN -> Activation pair at the end of a model, yes; a BN that is itself a
