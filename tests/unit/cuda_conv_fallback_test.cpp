@@ -238,5 +238,32 @@ TEST(CudaConvFallbackTest, AsymmetricSamePaddingOfTheCommonStemsAndDownsamplers)
   }
 }
 
+// A candidate whose workspace the device cannot hold is passed over like a refused one: the next
+// one (less workspace) runs, and later calls start past it (no allocation retried every step).
+TEST(CudaConvFallbackTest, AWorkspaceTheDeviceCannotHoldIsPassedOver) {
+  Fake f{{kWorkspaceUnavailable, 0}, {}};
+  const CandidateRun r = run_candidates(2, 0, std::ref(f));
+  EXPECT_EQ(r.ran, 1);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.short_of_memory, 1);
+  EXPECT_EQ(r.refused, 0);
+  EXPECT_EQ(r.next, 1);
+  Fake g{{3002, kWorkspaceUnavailable, 3011, 0}, {}};
+  const CandidateRun mixed = run_candidates(4, 0, std::ref(g));
+  EXPECT_EQ(mixed.ran, 3);
+  EXPECT_EQ(mixed.refused, 2);
+  EXPECT_EQ(mixed.short_of_memory, 1);
+  EXPECT_EQ(mixed.next, 3);
+  EXPECT_EQ(g.tried, (std::vector<int>{0, 1, 2, 3}));
+  // Every candidate short of memory: nothing ran (the caller reports out of memory, not "no
+  // algorithm", and leaves its plan as it was).
+  Fake h{{kWorkspaceUnavailable, kWorkspaceUnavailable}, {}};
+  const CandidateRun none = run_candidates(2, 0, std::ref(h));
+  EXPECT_EQ(none.ran, -1);
+  EXPECT_EQ(none.short_of_memory, 2);
+  EXPECT_EQ(none.refused, 0);
+  EXPECT_FALSE(is_refusal(kWorkspaceUnavailable, Refusal::not_supported_or_bad_param));
+}
+
 }  // namespace
 }  // namespace mixprec::cuda::detail

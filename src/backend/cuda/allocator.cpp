@@ -90,12 +90,17 @@ std::string format_bytes(std::int64_t bytes) {
   return text;
 }
 
-void* allocate(Device device, std::size_t bytes) {
+void* try_allocate(Device device, std::size_t bytes) {
   const int index = require_device(device);
   const cudaStream_t stream = context(index).compute;
   void* ptr = pool(index, true)->allocate(bytes, reinterpret_cast<StreamId>(stream));
-  if (ptr == nullptr) throw_out_of_memory(index, bytes);
-  core::record_allocation(device, bytes);
+  if (ptr != nullptr) core::record_allocation(device, bytes);
+  return ptr;
+}
+
+void* allocate(Device device, std::size_t bytes) {
+  void* ptr = try_allocate(device, bytes);
+  if (ptr == nullptr) throw_out_of_memory(require_device(device), bytes);
   return ptr;
 }
 

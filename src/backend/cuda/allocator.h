@@ -17,6 +17,10 @@ namespace mixprec::cuda {
 // released: "CUDA out of memory: tried to allocate 2.00 GiB on cuda:0 (1.25 GiB free of 79.11 GiB;
 // 70.50 GiB held by mixprec tensors); try a smaller --batch-size".
 void* allocate(Device device, std::size_t bytes);
+// The same, but nullptr instead of the out-of-memory error (for memory that is worth having but
+// not essential, e.g. a cuDNN workspace when an algorithm with less exists). Throws DeviceError
+// for a device that does not exist.
+void* try_allocate(Device device, std::size_t bytes);
 // Returns a block to the cache (stream-ordered: work already queued on the compute stream may still
 // use it). Never throws; a pointer the allocator does not know is ignored.
 void deallocate(Device device, void* ptr, std::size_t bytes) noexcept;

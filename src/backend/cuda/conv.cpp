@@ -484,9 +484,10 @@ struct Operands {
   const void* bias = nullptr;
 };
 
-// Runs one candidate of a planned pass; returns cuDNN's status.
-cudnnStatus_t execute(const Plan& plan, const Candidate& cand, const ConvPlanKey& key,
-                      Device device, cudnnHandle_t handle, const Operands& o) {
+// Runs one candidate of a planned pass; returns cuDNN's status, or detail::kWorkspaceUnavailable
+// when the device has no memory left for the candidate's workspace.
+int execute(const Plan& plan, const Candidate& cand, const ConvPlanKey& key, Device device,
+            cudnnHandle_t handle, const Operands& o) {
   // alpha = 1, beta = 0: float for every data type but double (cuDNN's scaling-parameter rule).
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
@@ -495,8 +496,12 @@ cudnnStatus_t execute(const Plan& plan, const Candidate& cand, const ConvPlanKey
   const void* zero = dbl ? static_cast<const void*>(&zero_d) : static_cast<const void*>(&zero_f);
   // The descriptor is shared by the key's candidates: set the one this candidate was ranked with.
   cudnnStatus_t status = cudnnSetConvolutionMathType(plan.conv, cand.math);
-  if (status != CUDNN_STATUS_SUCCESS) return status;
-  void* workspace = cand.workspace > 0 ? allocate(device, cand.workspace) : nullptr;
+  if (status != CUDNN_STATUS_SUCCESS) return static_cast<int>(status);
+  void* workspace = nullptr;
+  if (cand.workspace > 0) {
+    workspace = try_allocate(device, cand.workspace);
+    if (workspace == nullptr) return detail::kWorkspaceUnavailable;
+  }
   void* x = const_cast<void*>(o.x);
   void* w = const_cast<void*>(o.w);
   void* y = const_cast<void*>(o.y);
@@ -528,7 +533,22 @@ cudnnStatus_t execute(const Plan& plan, const Candidate& cand, const ConvPlanKey
   }
   // Stream-ordered: the next user of the workspace block on this stream runs after the call.
   if (workspace != nullptr) deallocate(device, workspace, cand.workspace);
-  return status;
+  return static_cast<int>(status);
+}
+
+// Every candidate left was passed over for want of workspace memory: the out-of-memory error,
+// naming the smallest workspace asked for.
+[[noreturn]] void throw_workspace_out_of_memory(const ConvPlanKey& key, const Plan& plan,
+                                                Device device) {
+  std::size_t smallest = 0;
+  for (const Candidate& c : plan.candidates) {
+    if (c.workspace > 0 && (smallest == 0 || c.workspace < smallest)) smallest = c.workspace;
+  }
+  throw DeviceError("CUDA out of memory: no cuDNN " + std::string(pass_name(key.pass)) +
+                    " algorithm for this convolution found its workspace (the smallest asked " +
+                    format_bytes(static_cast<std::int64_t>(smallest)) + ") on " +
+                    device.to_string() +
+                    "; try a smaller --batch-size, or a lower MIXPREC_CUDNN_WORKSPACE_MIB");
 }
 
 [[noreturn]] void throw_no_algorithm(const ConvPlanKey& key) {
@@ -552,11 +572,13 @@ bool try_key(const ConvPlanKey& key, Device device, cudnnHandle_t handle, const 
   const detail::CandidateRun r = detail::run_candidates(
       static_cast<int>(plan.candidates.size()), plan.first,
       [&](int i) {
-        return static_cast<int>(
-            execute(plan, plan.candidates[static_cast<std::size_t>(i)], key, device, handle, o));
+        return execute(plan, plan.candidates[static_cast<std::size_t>(i)], key, device, handle, o);
       },
       detail::refusal_rule(key.pass));
-  if (r.refused > 0) mark_refused(key, r.next, r.refused);
+  // Every candidate left was short of memory: the out-of-memory error, the plan unchanged (after
+  // memory is freed the same call can succeed).
+  if (r.ran < 0 && r.short_of_memory > 0) throw_workspace_out_of_memory(key, plan, device);
+  if (r.refused + r.short_of_memory > 0) mark_refused(key, r.next, r.refused);
   if (r.ran < 0) return false;
   check_cudnn(static_cast<cudnnStatus_t>(r.status),
               std::string("cuDNN convolution ") + pass_name(key.pass));

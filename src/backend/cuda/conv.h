@@ -139,10 +139,18 @@ Refusal refusal_rule(ConvPass pass);
 // `execute(i)` (returning cuDNN's status as an int) until one is not refused: `ran` is its index
 // (its status, success or a real error, in `status`), or -1 when every one was refused; `next` is
 // where the following call should start (the refused ones are never tried again).
+// kWorkspaceUnavailable (no cuDNN status: they are non-negative) is what execute returns when the
+// candidate's workspace could not be allocated (the device is out of memory after the cache was
+// released): that candidate is passed over like a refused one (`short_of_memory` counts them), so
+// the next one, with less workspace, runs instead of the step failing. It is not tried again
+// either: a training loop repeats the same shapes under the same memory pressure, and every
+// failed attempt would release the allocator's cache.
+inline constexpr int kWorkspaceUnavailable = -1;
 struct CandidateRun {
   int ran = -1;
   int status = 0;
   int refused = 0;
+  int short_of_memory = 0;
   int next = 0;
 };
 template <typename Execute>
@@ -152,8 +160,9 @@ CandidateRun run_candidates(int count, int first, Execute&& execute,
   r.next = first;
   for (int i = first; i < count; ++i) {
     const int status = execute(i);
-    if (is_refusal(status, rule)) {
-      ++r.refused;
+    const bool short_of_memory = status == kWorkspaceUnavailable;
+    if (short_of_memory || is_refusal(status, rule)) {
+      ++(short_of_memory ? r.short_of_memory : r.refused);
       r.next = i + 1;
       continue;
     }
