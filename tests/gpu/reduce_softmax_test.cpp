@@ -27,6 +27,12 @@ std::vector<OpCase> reduction_cases() {
       {{4, 50000}, {1}},    // few long rows: split across blocks
       {{3000, 5}, {0}},     // few long columns: split across blocks
       {{200000}, {}},       // one long row
+      // The column sums' 16-byte vectors (session 26): a bias gradient over N, H, W (many rows
+      // per part, several float runs each), global average pooling over H, W (outer N), and
+      // channels that allow no vector.
+      {{4, 112, 112, 32}, {0, 1, 2}},
+      {{8, 7, 7, 64}, {1, 2}},
+      {{3, 9, 9, 5}, {0, 1, 2}},
   };
   for (const Geometry& g : geometries) {
     const std::string where = g.shape.to_string() + " axes " + std::to_string(g.axes.size());

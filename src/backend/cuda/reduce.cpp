@@ -77,15 +77,22 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<bool>& reduce_axis
   }
   src = contiguous(src);
   const bool middle = plan.layout == detail::ReduceLayout::middle;
+  // Sums over a middle axis (bias gradients, global average pooling) take the vectorised column
+  // sums; maxima the column kernel.
+  const bool column_sum = middle && op == ReduceOp::sum;
   const std::int64_t partials =
-      middle ? kernels::reduce_middle_partials(plan.outer, plan.length, plan.inner)
-             : kernels::reduce_rows_partials(kept_n, reduced_n);
+      column_sum ? kernels::column_sum_partials(x.dtype(), plan.outer, plan.length, plan.inner)
+      : middle   ? kernels::reduce_middle_partials(plan.outer, plan.length, plan.inner)
+                 : kernels::reduce_rows_partials(kept_n, reduced_n);
   // Scratch for the per-block partial results (double); freed stream-ordered after the launch.
   Tensor scratch;
   if (partials > 0) scratch = core::make_tensor(Shape{partials}, DType::float64, x.device());
   double* partial_ptr = partials > 0 ? static_cast<double*>(scratch.data_ptr()) : nullptr;
   StreamScope scope(x.device());
-  if (middle) {
+  if (column_sum) {
+    kernels::reduce_middle_sum(x.dtype(), src.data_ptr(), plan.outer, plan.length, plan.inner,
+                               scale, partial_ptr, out.data_ptr(), scope.stream());
+  } else if (middle) {
     kernels::reduce_middle(op, x.dtype(), src.data_ptr(), plan.outer, plan.length, plan.inner,
                            scale, partial_ptr, out.data_ptr(), scope.stream());
   } else {

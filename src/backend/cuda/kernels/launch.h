@@ -110,6 +110,17 @@ inline constexpr std::int64_t kMaxMiddleOuter = 65535;
 std::int64_t reduce_middle_partials(std::int64_t outer, std::int64_t length, std::int64_t cols);
 void reduce_middle(ReduceOp op, DType dtype, const void* x, std::int64_t outer, std::int64_t length,
                    std::int64_t cols, double scale, double* partials, void* out, cudaStream_t s);
+// The sum over the middle axis of x contiguous (outer, length, cols) -> out (outer, cols), times
+// `scale`, in two deterministic passes (kernels/column_sums_kernels.cuh): 16-byte vectors of
+// columns per thread, float runs folded into double, then one warp per output. `partials`: scratch
+// of column_sum_partials(...) doubles (the parts of column_sum_parts).
+std::int64_t column_sum_parts(DType dtype, std::int64_t outer, std::int64_t length,
+                              std::int64_t cols);
+std::int64_t column_sum_partials(DType dtype, std::int64_t outer, std::int64_t length,
+                                 std::int64_t cols);
+void reduce_middle_sum(DType dtype, const void* x, std::int64_t outer, std::int64_t length,
+                       std::int64_t cols, double scale, double* partials, void* out,
+                       cudaStream_t s);
 // x contiguous (outer, length, inner) -> out (outer, inner) int64: the index of the first maximum
 // along `length` (the first NaN wins), for any dtype but bool.
 void argmax(DType dtype, const void* x, std::int64_t outer, std::int64_t length, std::int64_t inner,

@@ -9,6 +9,8 @@
 
 #include "backend/cuda/kernels/common.cuh"
 #include "backend/cuda/kernels/reduce_index.h"
+// After common.cuh, whose names the kernels use.
+#include "backend/cuda/kernels/column_sums_kernels.cuh"
 
 namespace mixprec::cuda::kernels {
 
@@ -262,6 +264,65 @@ void reduce_middle(ReduceOp op, DType dtype, const void* x, std::int64_t outer, 
     }
   });
   check_launch("reduce_middle");
+}
+
+// The column sums' work split (column_sums_kernels.cuh): about kColumnThreads pass-1 threads of
+// one 16-byte vector of columns each, at most kMaxColumnParts parts per output (its warp adds
+// them), and at least kMinColumnRowsPerPart rows per part (each part costs a double written and
+// read again).
+namespace {
+constexpr std::int64_t kColumnThreads = std::int64_t{1} << 17;
+constexpr std::int64_t kMaxColumnParts = 2048;
+constexpr std::int64_t kMinColumnRowsPerPart = 16;
+
+std::int64_t column_vector(DType dtype, std::int64_t cols) {
+  const std::int64_t v = 16 / static_cast<std::int64_t>(dtype_size(dtype));
+  return cols % v == 0 ? v : 1;
+}
+}  // namespace
+
+std::int64_t column_sum_parts(DType dtype, std::int64_t outer, std::int64_t length,
+                              std::int64_t cols) {
+  const std::int64_t lanes = outer * (cols / column_vector(dtype, cols));
+  std::int64_t parts = kColumnThreads / (lanes > 0 ? lanes : 1);
+  parts = parts < kMaxColumnParts ? parts : kMaxColumnParts;
+  const std::int64_t by_rows = length / kMinColumnRowsPerPart;
+  parts = parts < by_rows ? parts : by_rows;
+  return parts < 1 ? 1 : parts;
+}
+
+std::int64_t column_sum_partials(DType dtype, std::int64_t outer, std::int64_t length,
+                                 std::int64_t cols) {
+  return outer * cols * column_sum_parts(dtype, outer, length, cols);
+}
+
+void reduce_middle_sum(DType dtype, const void* x, std::int64_t outer, std::int64_t length,
+                       std::int64_t cols, double scale, double* partials, void* out,
+                       cudaStream_t s) {
+  using namespace column_sums_kernels;
+  const std::int64_t parts = column_sum_parts(dtype, outer, length, cols);
+  const std::int64_t outputs = outer * cols;
+  dispatch_floating(dtype, "reduce", [&]<typename T>() {
+    const T* xp = static_cast<const T*>(x);
+    constexpr int kVector = static_cast<int>(16 / sizeof(T));
+    const auto pass1 = [&]<int V>() {
+      const std::int64_t threads = outer * parts * (cols / V);
+      column_partials_kernel<T, V>
+          <<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+              xp, outer, length, cols, parts, partials);
+    };
+    if (cols % kVector == 0 && aligned16(x)) {
+      pass1.template operator()<kVector>();
+    } else {
+      pass1.template operator()<1>();
+    }
+    check_launch("column sums");
+    const std::int64_t finish_threads = outputs * kWarp;
+    column_finish_kernel<T>
+        <<<static_cast<unsigned>((finish_threads + kThreads - 1) / kThreads), kThreads, 0, s>>>(
+            partials, outputs, parts, scale, static_cast<T*>(out));
+  });
+  check_launch("column sums finish");
 }
 
 void reduce_columns(ReduceOp op, DType dtype, const void* x, std::int64_t length, std::int64_t cols,
