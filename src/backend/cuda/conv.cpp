@@ -387,12 +387,9 @@ Plan make_plan(cudnnHandle_t handle, const ConvPlanKey& k, const Buffers& buffer
   const bool timed = benchmark_mode() && buffers.x != nullptr && k.pass != ConvPass::forward_bias;
   if (timed) {
     const std::size_t wanted = search_scratch_bytes(handle, k, p, limit);
-    try {
-      scratch = wanted > 0 ? allocate(device, wanted) : nullptr;
-      scratch_bytes = scratch != nullptr ? wanted : 0;
-    } catch (const DeviceError&) {
-      scratch = nullptr;  // out of memory: search with no workspace
-    }
+    // Out of memory: search with no workspace (other device errors still throw).
+    scratch = wanted > 0 ? try_allocate(device, wanted) : nullptr;
+    scratch_bytes = scratch != nullptr ? wanted : 0;
   }
   const auto release = [&] {
     if (scratch != nullptr) deallocate(device, scratch, scratch_bytes);
