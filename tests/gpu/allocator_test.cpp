@@ -1,7 +1,7 @@
 // The CUDA caching allocator on a GPU: a second allocation of a freed size makes no cudaMalloc,
 // memory_stats(cuda) follows tensor lifetimes (current, peak, cached), empty_cache returns the
 // cache to the driver, a steady loop of ops stops calling cudaMalloc, and out of memory is a
-// DeviceError with the request, the free memory and advice.
+// DeviceError with the request, the free memory and advice (try_allocate: nullptr).
 #include "backend/cuda/allocator.h"
 
 #include <optional>
@@ -86,8 +86,15 @@ TEST(GpuAllocatorTest, OutOfMemoryIsADeviceErrorWithAdvice) {
       [] { empty({std::int64_t{1} << 50}, {.dtype = kUInt8, .device = kGpu}); },
       {"CUDA out of memory", "tried to allocate 1.00 PiB", "on cuda:0", "free of", "--batch-size"});
   EXPECT_EQ(memory_stats(kGpu).current_bytes, before.current_bytes);
+  // try_allocate (a cuDNN workspace that an algorithm with less can replace): nullptr, no error,
+  // nothing counted.
+  EXPECT_EQ(cuda::try_allocate(kGpu, std::size_t{1} << 50), nullptr);
+  EXPECT_EQ(memory_stats(kGpu).current_bytes, before.current_bytes);
   // The allocator still works afterwards.
   EXPECT_NO_THROW(empty({1024}, {.device = kGpu}));
+  void* block = cuda::try_allocate(kGpu, 4096);
+  ASSERT_NE(block, nullptr);
+  cuda::deallocate(kGpu, block, 4096);
 }
 
 TEST(GpuAllocatorTest, AGpuThatDoesNotExistIsNamed) {
