@@ -145,9 +145,9 @@ class BatchNormalizationImpl final : public LayerImpl {
     const double m = o_.momentum;
     const double bessel = n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0;
     const Tensor mean = out.mean.detach().to(param), variance = out.variance.detach().to(param);
-    if (moving_mean_.dtype() == param && moving_variance_.dtype() == param &&
-        moving_mean_.is_contiguous() && moving_variance_.is_contiguous() && mean.is_contiguous() &&
-        variance.is_contiguous()) {
+    // Variables of another dtype than this call's statistics (a layer built on float32 input and
+    // called on float64): computed in `param` and converted on assignment, as before.
+    if (moving_mean_.dtype() == param && moving_variance_.dtype() == param) {
       // In place, one launch for both (the same roundings as the composition below).
       const MovingAverageOperand operands[] = {{moving_mean_, mean, 1.0 - m},
                                                {moving_variance_, variance, bessel * (1.0 - m)}};

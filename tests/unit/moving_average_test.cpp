@@ -1,7 +1,8 @@
 // ops::moving_average_update (BatchNormalization's moving statistics in one backend call): bit for
 // bit the composition moving * momentum + value * weight of tensor ops that it replaces, in
-// float32 and float64, for several operands at once; the layer's moving statistics through it
-// equal that composition; bad operands are refused with the op's name and nothing is written.
+// float32 and float64, for several operands at once; the layer's moving statistics (now updated
+// through it) keep the composition's bits; bad operands are refused with the op's name and nothing
+// is written.
 #include "ops/moving_average.h"
 
 #include <gtest/gtest.h>
@@ -45,7 +46,7 @@ TEST(MovingAverageTest, EqualsTheCompositionBitForBit) {
   }
 }
 
-TEST(MovingAverageTest, BatchNormalizationMovingStatisticsUseIt) {
+TEST(MovingAverageTest, BatchNormalizationMovingStatisticsKeepTheCompositionsBits) {
   // Two training calls: the layer's moving statistics equal the composition applied twice to the
   // batch statistics (the unbiased variance, n = 12 values per channel).
   layers::BatchNormalization bn({.momentum = 0.9});

@@ -51,6 +51,36 @@ __device__ __forceinline__ void load_filter_row(const T* w, int kh, std::int32_t
   }
 }
 
+// The geometry in the tiled kernels' 32-bit indices (the launcher checks that they fit).
+struct TiledGeometry {
+  std::int32_t channels, pairs, in_h, in_w, out_h, out_w;
+};
+__device__ __forceinline__ TiledGeometry tiled_geometry(const DepthwiseGeometry& g) {
+  const std::int32_t channels = static_cast<std::int32_t>(g.channels);
+  return {channels,
+          channels / 2,
+          static_cast<std::int32_t>(g.in_h),
+          static_cast<std::int32_t>(g.in_w),
+          static_cast<std::int32_t>(g.out_h),
+          static_cast<std::int32_t>(g.out_w)};
+}
+
+// Grid-stride item q = ((n * rows + row) * tiles + tile) * pairs + j of a tiled kernel: image n,
+// its row, the tile's first column (tile * kTile) and the pair's first channel 2j.
+struct TileSlot {
+  std::int32_t n, row, col0, c;
+};
+__device__ __forceinline__ TileSlot tile_slot(std::int32_t q, std::int32_t pairs,
+                                              std::int32_t tiles, std::int32_t rows, int tile) {
+  TileSlot s;
+  s.c = (q % pairs) * 2;
+  std::int32_t t = q / pairs;
+  s.col0 = (t % tiles) * tile;
+  t /= tiles;
+  s.row = t % rows, s.n = t / rows;
+  return s;
+}
+
 // Thread q = ((n * OH + oh) * tiles + tile) * pairs + j computes channels 2j, 2j + 1 of outputs
 // (n, oh, tile * kTile + t), t < kTile, of a stride-S window. 32-bit indices (the launcher checks).
 template <typename T, int K, int S>
@@ -60,20 +90,12 @@ __global__ void forward_tiled_kernel(DepthwiseGeometry g, const T* __restrict__ 
   using C = compute_t<T>;
   constexpr int kTile = kTileOf<S>;
   constexpr int kSpan = (kTile - 1) * S + K;  // input columns one tile reads
-  const std::int32_t channels = static_cast<std::int32_t>(g.channels), pairs = channels / 2;
-  const std::int32_t in_h = static_cast<std::int32_t>(g.in_h);
-  const std::int32_t in_w = static_cast<std::int32_t>(g.in_w);
-  const std::int32_t out_h = static_cast<std::int32_t>(g.out_h);
-  const std::int32_t out_w = static_cast<std::int32_t>(g.out_w);
+  const auto [channels, pairs, in_h, in_w, out_h, out_w] = tiled_geometry(g);
   const std::int32_t tiles = (out_w + kTile - 1) / kTile;
   const std::int32_t total = static_cast<std::int32_t>(g.batch) * out_h * tiles * pairs;
   for (std::int32_t q = static_cast<std::int32_t>(global_thread()); q < total;
        q += static_cast<std::int32_t>(grid_threads())) {
-    const std::int32_t c = (q % pairs) * 2;
-    std::int32_t t = q / pairs;
-    const std::int32_t ow0 = (t % tiles) * kTile;
-    t /= tiles;
-    const std::int32_t oh = t % out_h, n = t / out_h;
+    const auto [n, oh, ow0, c] = tile_slot(q, pairs, tiles, out_h, kTile);
     const std::int32_t iw0 = ow0 * S - static_cast<std::int32_t>(g.pad_left);
     C acc[kTile][2];
     MIXPREC_UNROLL_ALL
@@ -127,20 +149,12 @@ __global__ void backward_data_tiled_kernel(DepthwiseGeometry g, const T* __restr
   using C = compute_t<T>;
   constexpr int kTile = kTileOf<1>;
   constexpr int kSpan = kTile + K - 1;  // dy columns one tile reads
-  const std::int32_t channels = static_cast<std::int32_t>(g.channels), pairs = channels / 2;
-  const std::int32_t in_h = static_cast<std::int32_t>(g.in_h);
-  const std::int32_t in_w = static_cast<std::int32_t>(g.in_w);
-  const std::int32_t out_h = static_cast<std::int32_t>(g.out_h);
-  const std::int32_t out_w = static_cast<std::int32_t>(g.out_w);
+  const auto [channels, pairs, in_h, in_w, out_h, out_w] = tiled_geometry(g);
   const std::int32_t tiles = (in_w + kTile - 1) / kTile;
   const std::int32_t total = static_cast<std::int32_t>(g.batch) * in_h * tiles * pairs;
   for (std::int32_t q = static_cast<std::int32_t>(global_thread()); q < total;
        q += static_cast<std::int32_t>(grid_threads())) {
-    const std::int32_t c = (q % pairs) * 2;
-    std::int32_t t = q / pairs;
-    const std::int32_t iw0 = (t % tiles) * kTile;
-    t /= tiles;
-    const std::int32_t ih = t % in_h, n = t / in_h;
+    const auto [n, ih, iw0, c] = tile_slot(q, pairs, tiles, in_h, kTile);
     // dy column of span slot s: ow = iw0 + pad_left - (K - 1) + s; output o, tap kw reads slot
     // o + (K - 1) - kw.
     const std::int32_t ow_first = iw0 + static_cast<std::int32_t>(g.pad_left) - (K - 1);
