@@ -7,7 +7,9 @@
 # computed from the binaries by dpkg-shlibdeps (package dpkg-dev), so they follow what is linked.
 set(CPACK_PACKAGE_NAME mixprec)
 set(CPACK_PACKAGE_VENDOR "mixprec authors")
-set(CPACK_PACKAGE_CONTACT "mixprec authors <mixprec@users.noreply.github.com>")
+# The project has no public address yet: the maintainer field names a reserved, never-delivered
+# domain (.invalid, RFC 2606) and the packages carry no Homepage field.
+set(CPACK_PACKAGE_CONTACT "mixprec authors <maintainers@mixprec.invalid>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
@@ -22,7 +24,6 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_DEBIAN_PACKAGE_RELEASE 1)
-set(CPACK_DEBIAN_PACKAGE_HOMEPAGE ${PROJECT_HOMEPAGE_URL})
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # dpkg-shlibdeps must find libmixprec.so.* (not installed on the build machine) for the CLI.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${PROJECT_BINARY_DIR})

@@ -1,20 +1,42 @@
 #!/usr/bin/env bash
 # Checks that the .debs of scripts/build-debs.sh install and work on a fresh Debian 12: a minimal
-# bookworm made with debootstrap (needs root and the Debian mirror), `apt-get install ./*.deb`
+# bookworm made with debootstrap (needs root and a Debian mirror), `apt-get install ./*.deb`
 # there, then `mixprec --version`/`info`, examples/consumer built with find_package and with
 # pkg-config against the installed packages and run, and one `mixprec train` epoch on synthetic
 # data. Not part of CI (root, network, about 5 minutes).
-# Usage: sudo scripts/check-debs-fresh-debian.sh [DEB_DIR]   (default build-deb)
+# Usage: sudo scripts/check-debs-fresh-debian.sh [DEB_DIR [MIRROR]]   (default build-deb)
+# MIRROR is the Debian archive debootstrap reads; by default the first one this machine's apt
+# configuration names for the Debian archive (/etc/apt/sources.list, /etc/apt/sources.list.d/*:
+# one-line "deb URI SUITE..." entries and deb822 "URIs:" fields; security archives are skipped).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 debs=$(cd "${1:-$root/build-deb}" && pwd)
+
+# The Debian archive URIs of the apt configuration, in the order apt reads them.
+apt_mirrors() {
+  local f
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do
+    [[ -r $f ]] || continue
+    if [[ $f == *.sources ]]; then
+      awk 'tolower($1) == "uris:" { for (i = 2; i <= NF; i++) print $i }' "$f"
+    else
+      awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z+]+:\/\//) { print $i; break } }' "$f"
+    fi
+  done | grep -v -- '-security' | grep -E '^(https?|file)://'
+}
+mirror=${2:-$(apt_mirrors | head -1 || true)}
+[[ -n $mirror ]] || {
+  echo "check-debs: no Debian mirror in the apt configuration; pass one: $0 DEB_DIR MIRROR" >&2
+  exit 2
+}
+echo "check-debs: debootstrap from $mirror"
 compgen -G "$debs/*.deb" >/dev/null || { echo "check-debs: no .deb in $debs (run scripts/build-debs.sh)" >&2; exit 2; }
 command -v debootstrap >/dev/null || { echo "check-debs: needs debootstrap (apt-get install debootstrap)" >&2; exit 2; }
 chroot_dir=$(mktemp -d /tmp/mixprec-deb12.XXXXXX)
 cleanup() { umount "$chroot_dir/proc" 2>/dev/null || true; rm -rf "$chroot_dir"; }
 trap cleanup EXIT
 
-debootstrap --variant=minbase bookworm "$chroot_dir" http://deb.debian.org/debian >"$chroot_dir.log" 2>&1 ||
+debootstrap --variant=minbase bookworm "$chroot_dir" "$mirror" >"$chroot_dir.log" 2>&1 ||
   { tail -20 "$chroot_dir.log"; exit 1; }
 rm -f "$chroot_dir.log"
 cp /etc/resolv.conf "$chroot_dir/etc/"
