@@ -32,21 +32,25 @@ bad=0
 # A URL's host, or a bare dotted name ending in a top-level domain that web and package hosts use.
 url_re='[a-zA-Z][a-zA-Z0-9+.-]*://[^/[:space:]"'"'"'<>)]+'
 host_re='\b([A-Za-z0-9-]+\.)+(org|com|net|io|dev|co|edu|gov)\b'
+existing=()
 for f in "${files[@]}"; do
-  [[ -f $f ]] || continue
-  [[ $f == scripts/url-allowlist.txt ]] && continue
-  grep -Iq . "$f" 2>/dev/null || continue  # binary or empty
-  while IFS=: read -r line match; do
-    host=${match#*://}
-    host=${host##*@}
-    host=${host%%:*}
-    host=${host%%/*}
-    if ! is_allowed "$host"; then
-      echo "check-urls: $f:$line: '$match' names a host that is not in scripts/url-allowlist.txt" >&2
-      bad=1
-    fi
-  done < <(grep -noE "$url_re|$host_re" "$f" || true)
+  [[ -f $f && $f != scripts/url-allowlist.txt ]] && existing+=("$f")
 done
+# -I skips binary files; -H keeps the file name even for a single file.
+while IFS= read -r hit; do
+  f=${hit%%:*}
+  rest=${hit#*:}
+  line=${rest%%:*}
+  match=${rest#*:}
+  host=${match#*://}
+  host=${host##*@}
+  host=${host%%:*}
+  host=${host%%/*}
+  if ! is_allowed "$host"; then
+    echo "check-urls: $f:$line: '$match' names a host that is not in scripts/url-allowlist.txt" >&2
+    bad=1
+  fi
+done < <(printf '%s\0' "${existing[@]}" | xargs -0 grep -HnoIE "$url_re|$host_re" -- || true)
 if ((bad)); then
   echo "check-urls: name only places that exist; package mirrors come from the apt configuration" >&2
   exit 1
