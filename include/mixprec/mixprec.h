@@ -42,6 +42,7 @@
 #include "mixprec/random.h"
 #include "mixprec/shape.h"
 #include "mixprec/tensor.h"
+#include "mixprec/transformer_ops.h"
 #include "mixprec/version.h"  // generated (cmake/version.h.in)
 
 #pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)

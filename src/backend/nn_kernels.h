@@ -127,6 +127,22 @@ struct BatchNormGradients {
   Tensor dbeta;   // (C), likewise
 };
 
+// ---- row normalization (layer_norm, rms_norm) over the last axis of x (..., C) ----
+
+enum class RowNorm { layer, rms };
+
+struct RowNormResult {
+  Tensor y;     // x's shape and dtype, contiguous
+  Tensor mean;  // (rows) float32 (float64 for float64 x); zeros for RowNorm::rms
+  Tensor rstd;  // (rows) 1 / sqrt(variance + epsilon) (rms: 1 / sqrt(mean(x^2) + epsilon))
+};
+
+struct RowNormGradients {
+  Tensor dx;      // x's shape and dtype
+  Tensor dgamma;  // (C) float32 (float64 for float64 x)
+  Tensor dbeta;   // (C) likewise (zeros for RowNorm::rms)
+};
+
 struct NnKernels {
   // ---- matmul ----
   // op(a) (B..., M, K) x op(b) (B..., K, N): one floating dtype, one device, the same rank >= 2,
@@ -210,6 +226,27 @@ struct NnKernels {
                                                        const Tensor& mean, const Tensor& variance,
                                                        double epsilon, BatchNormStats stats,
                                                        UnaryOp act);
+
+  // ---- row normalization and embeddings (mixprec/transformer_ops.h) ----
+  // x floating, rank >= 1, C = x.dim(-1) >= 1 (rows may be 0); gamma, beta (C) in float32 or x's
+  // dtype (float64 for float64 x) or undefined (gamma 1, beta 0; beta ignored for rms);
+  // epsilon > 0. Statistics per row in float32 (float64), two passes for RowNorm::layer.
+  RowNormResult (*row_norm_forward)(RowNorm kind, const Tensor& x, const Tensor& gamma,
+                                    const Tensor& beta, double epsilon);
+  // dy of x's shape and dtype; mean, rstd what the forward returned. dgamma and dbeta are the
+  // sums over rows in a fixed order (independent of the thread count).
+  RowNormGradients (*row_norm_backward)(RowNorm kind, const Tensor& dy, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& mean,
+                                        const Tensor& rstd);
+  // table (V, C) floating, ids int32/int64 (any shape), out_dtype floating (table float32 or
+  // out_dtype); ids.shape + (C) in out_dtype. The CPU throws ValueError for an id outside [0, V);
+  // CUDA writes a NaN row for it (never reads out of bounds).
+  Tensor (*embedding_gather)(const Tensor& table, const Tensor& ids, DType out_dtype);
+  // The table gradient (vocab, C) in table_dtype from g (ids.shape + (C), floating): row v is the
+  // sum of g over the positions holding id v, in position order, accumulated in float32 (float64
+  // for float64); out-of-range ids are skipped. Deterministic.
+  Tensor (*embedding_scatter_add)(const Tensor& g, const Tensor& ids, std::int64_t vocab,
+                                  DType table_dtype);
 
   // ---- per-channel broadcast (backend/channel_geometry.h) ----
   // Capability (null: compose mul and sum_to). The gradient of the small operand of

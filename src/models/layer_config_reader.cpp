@@ -192,6 +192,51 @@ layers::Layer make_layer(const std::string& cls, Object& c, const ModelConfigLim
     c.finish();
     return BatchNormalization(o);
   }
+  if (cls == "LayerNormalization" || cls == "RMSNormalization") {
+    const Common m = read_common(c);
+    // The layer's own check (the last axis only) runs on the input shape in the check pass.
+    const int axis = static_cast<int>(c.integer("axis", -static_cast<std::int64_t>(kMaxRank),
+                                                kMaxRank - 1, "an axis in [-8, 7]"));
+    const double epsilon = c.number("epsilon", 0, 1, Upper::inclusive, "a number in (0, 1]");
+    if (!(epsilon > 0)) c.bad("epsilon", "a number in (0, 1]", c.get("epsilon"));
+    if (cls == "RMSNormalization") {
+      RMSNormalizationOptions o;
+      o.axis = axis, o.epsilon = epsilon;
+      o.scale_initializer = read_initializer(c, "scale_initializer");
+      o.dtype = m.dtype, o.name = m.name, o.trainable = m.trainable;
+      c.finish();
+      return RMSNormalization(o);
+    }
+    LayerNormalizationOptions o;
+    o.axis = axis, o.epsilon = epsilon;
+    o.center = c.boolean("center");
+    o.scale = c.boolean("scale");
+    o.beta_initializer = read_initializer(c, "beta_initializer");
+    o.gamma_initializer = read_initializer(c, "gamma_initializer");
+    o.dtype = m.dtype, o.name = m.name, o.trainable = m.trainable;
+    c.finish();
+    return LayerNormalization(o);
+  }
+  if (cls == "Embedding" || cls == "ReversibleEmbedding") {
+    const Common m = read_common(c);
+    const std::int64_t input_dim = c.integer("input_dim", 1, max_extent, "a positive integer");
+    const std::int64_t output_dim = c.integer("output_dim", 1, max_extent, "a positive integer");
+    EmbeddingOptions o;
+    o.embeddings_initializer = read_initializer(c, "embeddings_initializer");
+    o.dtype = m.dtype, o.name = m.name, o.trainable = m.trainable;
+    c.finish();
+    if (cls == "Embedding") return Embedding(input_dim, output_dim, o);
+    return ReversibleEmbedding(input_dim, output_dim, o);
+  }
+  if (cls == "PositionEmbedding") {
+    const Common m = read_common(c);
+    const std::int64_t length = c.integer("sequence_length", 1, max_extent, "a positive integer");
+    PositionEmbeddingOptions o;
+    o.initializer = read_initializer(c, "initializer");
+    o.dtype = m.dtype, o.name = m.name, o.trainable = m.trainable;
+    c.finish();
+    return PositionEmbedding(length, o);
+  }
   if (cls == "Activation") {
     const Common m = read_common(c);
     const std::string activation = read_activation(c);

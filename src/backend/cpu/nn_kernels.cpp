@@ -14,6 +14,8 @@
 #include "backend/cpu/conv.h"
 #include "backend/cpu/conv_reference.h"
 #include "backend/cpu/dnnl_context.h"
+#include "backend/cpu/embedding.h"
+#include "backend/cpu/layer_norm.h"
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_accumulation.h"
 #include "backend/cpu/pooling.h"
@@ -165,6 +167,10 @@ const NnKernels kNnKernels{
     .batch_norm_activation_training = cpu::batch_norm_activation_training,
     .batch_norm_activation_inference = cpu::batch_norm_activation_inference,
     .batch_norm_activation_backward = cpu::batch_norm_activation_backward,
+    .row_norm_forward = cpu::row_norm_forward,
+    .row_norm_backward = cpu::row_norm_backward,
+    .embedding_gather = cpu::embedding_gather,
+    .embedding_scatter_add = cpu::embedding_scatter_add,
     .channel_gate_backward = cpu::channel_gate_backward,
     .accumulate_gradient = cpu::accumulate_into,
     .zero_pad2d = cpu::zero_pad2d,

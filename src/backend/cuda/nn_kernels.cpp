@@ -10,7 +10,9 @@
 #include "backend/cuda/channel_gate.h"
 #include "backend/cuda/conv.h"
 #include "backend/cuda/depthwise.h"
+#include "backend/cuda/embedding.h"
 #include "backend/cuda/image.h"
+#include "backend/cuda/layer_norm.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/pooling.h"
 #include "core/tensor_impl.h"
@@ -128,6 +130,10 @@ const NnKernels kNnKernels{
     .batch_norm_activation_training = cuda::batch_norm_activation_training,
     .batch_norm_activation_inference = cuda::batch_norm_activation_inference,
     .batch_norm_activation_backward = cuda::batch_norm_activation_backward,
+    .row_norm_forward = cuda::row_norm_forward,
+    .row_norm_backward = cuda::row_norm_backward,
+    .embedding_gather = cuda::embedding_gather,
+    .embedding_scatter_add = cuda::embedding_scatter_add,
     .channel_gate_backward = cuda::channel_gate_backward,
     .accumulate_gradient = nullptr,  // autograd adds out of place
     .zero_pad2d = pad_entry,
