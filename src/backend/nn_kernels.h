@@ -15,8 +15,9 @@
 // composes cast + matmul where they are null) and channel_gate_backward (set by both backends: the
 // product's gradient composes mul and sum_to where it is null) and the three
 // batch_norm_activation_* entries (set by both backends: the op composes batch norm and the
-// activation where they are null) and accumulate_gradient (CPU only: autograd adds out of place
-// where it is null). Every other entry is set by every backend.
+// activation where they are null) and the two attention_* entries (CPU only: the op composes
+// attention_reference where they are null) and accumulate_gradient (CPU only: autograd adds out of
+// place where it is null). Every other entry is set by every backend.
 #pragma once
 
 #include <cstdint>
@@ -107,6 +108,34 @@ struct PoolSaved {
 struct PoolForward {
   Tensor y;         // (batch, out_h, out_w, channels), x's dtype
   PoolSaved saved;  // empty unless SaveForBackward::yes
+};
+
+// ---- attention (mixprec/attention.h) ----
+
+// The geometry and options of one scaled_dot_product_attention call, resolved by the op:
+// q (batch, q_len, heads, head_dim), k (batch, k_len, heads, head_dim),
+// v (batch, k_len, heads, value_dim).
+struct AttentionGeometry {
+  std::int64_t batch = 0, heads = 0, q_len = 0, k_len = 0, head_dim = 0, value_dim = 0;
+  double scale = 1.0;   // multiplies q k^T
+  bool causal = false;  // key j visible to query i only when j <= i + (k_len - q_len)
+  // Dropout on the probabilities (training): element (b, h, i, j) of the (batch, heads, q_len,
+  // k_len) probabilities is kept when core::counter_keeps(dropout_base, its row-major index,
+  // dropout_threshold) and then multiplied by keep_scale.
+  bool dropout = false;
+  std::uint64_t dropout_base = 0;
+  std::uint64_t dropout_threshold = 0;
+  double keep_scale = 1.0;
+};
+
+struct AttentionForward {
+  Tensor out;  // (batch, q_len, heads, value_dim), contiguous, q's dtype
+  Tensor lse;  // (batch, heads, q_len): log of the softmax's sum of exp(score), float32 (float64
+               // for float64); -inf for a query that sees no key
+};
+
+struct AttentionGradients {
+  Tensor dq, dk, dv;  // the shapes and dtype of q, k, v, contiguous
 };
 
 // ---- batch normalization ----
@@ -260,6 +289,20 @@ struct NnKernels {
   // g contiguous or a broadcast view (stride 0 along some axes: a reduction's gradient), not
   // overlapping.
   void (*accumulate_gradient)(const Tensor& acc, const Tensor& g);
+
+  // ---- attention (AttentionGeometry) ----
+  // Capability (null: the op composes attention_reference). q, k, v contiguous, one floating
+  // dtype; mask undefined or a bool view of shape (batch, heads, q_len, k_len), any strides
+  // (broadcast axes have stride 0), true = attend. Scores, softmax and sums in float32 (float64
+  // for float64); a query that sees no key gets zeros. Memory O(q_len + k_len) per head besides
+  // the results: the q_len x k_len probabilities are never stored.
+  AttentionForward (*attention_forward)(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& mask, const AttentionGeometry& g);
+  // The gradients from dout (contiguous, q's dtype), the inputs, the forward's out and lse, and
+  // the same mask and geometry. Deterministic: the sums run in a fixed order for any thread count.
+  AttentionGradients (*attention_backward)(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                           const Tensor& v, const Tensor& out, const Tensor& lse,
+                                           const Tensor& mask, const AttentionGeometry& g);
 
   // ---- images (NHWC) ----
   // x (N, H, W, C) of any dtype -> (N, top + H + bottom, left + W + right, C), zeros around it.

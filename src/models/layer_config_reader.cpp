@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/multi_head_attention_config.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 #include "mixprec/layers/layers.h"
@@ -263,6 +264,33 @@ layers::Layer make_layer(const std::string& cls, Object& c, const ModelConfigLim
     o.dtype = m.dtype, o.name = m.name, o.trainable = m.trainable;
     c.finish();
     return Dropout(rate, o);
+  }
+  if (cls == "MultiHeadAttention") {
+    const Common m = read_common(c);
+    const std::int64_t heads = c.integer("num_heads", 1, max_extent, "a positive integer");
+    const std::int64_t key_dim = c.integer("key_dim", 1, max_extent, "a positive integer");
+    MultiHeadAttentionOptions o;
+    o.value_dim = c.integer("value_dim", 1, max_extent, "a positive integer");
+    o.dropout = c.number("dropout", 0, 1, Upper::exclusive, "a number in [0, 1)");
+    o.use_bias = c.boolean("use_bias");
+    const json& out = c.get("output_shape");
+    if (!out.is_null()) {
+      o.output_shape = models::config::to_integer(out, 1, max_extent, c.where(), "output_shape",
+                                                  "null or a positive integer");
+    }
+    o.kernel_initializer = read_initializer(c, "kernel_initializer");
+    o.bias_initializer = read_initializer(c, "bias_initializer");
+    const json& seed = c.get("seed");
+    if (!seed.is_null()) {
+      if (!seed.is_number_unsigned()) c.bad("seed", "null or an integer >= 0", seed);
+      o.seed = seed.get<std::uint64_t>();
+    }
+    const bool causal = c.boolean("use_causal_mask");
+    o.dtype = m.dtype, o.name = m.name, o.trainable = m.trainable;
+    c.finish();
+    MultiHeadAttention layer(heads, key_dim, o);
+    layers::detail::set_attention_causal(layer, causal);
+    return layer;
   }
   if (cls == "Flatten" || cls == "Add" || cls == "Multiply") {
     const Common m = read_common(c);

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "backend/cpu/activation_in_place.h"
+#include "backend/cpu/attention.h"
 #include "backend/cpu/batch_norm.h"
 #include "backend/cpu/batch_norm_activation.h"
 #include "backend/cpu/binary.h"
@@ -173,6 +174,8 @@ const NnKernels kNnKernels{
     .embedding_scatter_add = cpu::embedding_scatter_add,
     .channel_gate_backward = cpu::channel_gate_backward,
     .accumulate_gradient = cpu::accumulate_into,
+    .attention_forward = cpu::attention_forward,
+    .attention_backward = cpu::attention_backward,
     .zero_pad2d = cpu::zero_pad2d,
     .resize_bilinear = cpu::resize_bilinear,
     .resize_bilinear_backward = cpu::resize_bilinear_backward,

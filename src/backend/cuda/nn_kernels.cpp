@@ -136,6 +136,10 @@ const NnKernels kNnKernels{
     .embedding_scatter_add = cuda::embedding_scatter_add,
     .channel_gate_backward = cuda::channel_gate_backward,
     .accumulate_gradient = nullptr,  // autograd adds out of place
+    // No fused attention kernel yet: the op composes attention_reference (cuBLASLt products and
+    // the softmax kernel, O(Tq * Tk) memory per head).
+    .attention_forward = nullptr,
+    .attention_backward = nullptr,
     .zero_pad2d = pad_entry,
     .resize_bilinear = cuda::resize_bilinear,
     .resize_bilinear_backward = cuda::resize_bilinear_backward,
