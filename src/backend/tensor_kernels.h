@@ -8,12 +8,24 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/op_kinds.h"
 #include "mixprec/tensor.h"
 
 namespace mixprec {
+
+// The label value that matches no row (sparse_crossentropy_forward's `ignore` when nothing is
+// ignored): labels are checked to lie in [0, V) or equal the ignored class.
+inline constexpr std::int64_t kNoIgnoredClass = std::numeric_limits<std::int64_t>::min();
+
+// What sparse_crossentropy_forward returns (see there).
+struct SparseCrossentropyForward {
+  Tensor loss;       // 0-d, compute type
+  Tensor row_stats;  // (R, 2), compute type: max, log-sum-exp of (x - max)
+  Tensor count;      // 0-d, compute type: rows not ignored
+};
 
 struct TensorKernels {
   // ---- elementwise ----
@@ -41,6 +53,25 @@ struct TensorKernels {
                    double scale);
   Tensor (*softmax_forward)(SoftmaxKind kind, const Tensor& x, int axis);
   Tensor (*softmax_backward)(SoftmaxKind kind, const Tensor& g, const Tensor& y, int axis);
+
+  // ---- sparse softmax crossentropy (ops/sparse_crossentropy.h) ----
+  // logits (R, V) contiguous, floating, V >= 1; labels (R) contiguous int64; a row whose label
+  // equals `ignore` is left out (pass kNoIgnoredClass for none). Computed in the compute type C
+  // (float32; float64 for float64 logits) row by row, without a C copy of the logits beyond one
+  // row. Returns the loss, a 0-d C tensor: the mean over the rows not left out of
+  // -log softmax(row)[label] (0 when every row is left out); `row_stats` (R, 2) C: each row's max
+  // and log(sum(exp(x - max))) (0, 0 for a row left out); `count`, a 0-d C tensor, the number of
+  // rows not left out. A label outside [0, V) other than `ignore`: the entry may assume the op
+  // checked it (CPU) or gives that row a NaN loss (a GPU; no host synchronisation).
+  SparseCrossentropyForward (*sparse_crossentropy_forward)(const Tensor& logits,
+                                                           const Tensor& labels,
+                                                           std::int64_t ignore);
+  // dlogits (R, V) in the logits' dtype, rounded once: (softmax(row) - onehot(label)) * g / count
+  // for rows not left out, 0 for the others (NaN for a row whose label is out of range); g and
+  // count 0-d C tensors, row_stats and count as the forward returned them.
+  Tensor (*sparse_crossentropy_backward)(const Tensor& logits, const Tensor& labels,
+                                         std::int64_t ignore, const Tensor& row_stats,
+                                         const Tensor& count, const Tensor& g);
 
   // ---- dtype, copies, fills ----
   Tensor (*cast)(const Tensor& x, DType dtype);  // any dtypes, a new contiguous tensor

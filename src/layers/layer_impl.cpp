@@ -3,6 +3,7 @@
 #include <unordered_set>
 
 #include "layers/naming.h"
+#include "layers/variable_names.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
 #include "mixprec/error.h"
@@ -165,6 +166,7 @@ Tensor LayerImpl::add_weight(const std::string& name, const Shape& shape,
   }
   const bool is_trainable = trainable == Trainable::yes;
   if (is_floating(value.dtype())) value.set_requires_grad(is_trainable && trainable_);
+  detail::register_variable_name(value, full);  // for the optimizers' exclude_from_weight_decay
   weights_.push_back({full, value, is_trainable});
   return value;
 }

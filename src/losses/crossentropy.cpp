@@ -1,5 +1,6 @@
 // Sparse categorical, categorical and binary crossentropy (Keras formulas; see mixprec/losses.h).
 // Each is a short composition of differentiable ops on a float32 (or float64) y_pred.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "mixprec/losses.h"
 #include "mixprec/ops.h"
 #include "ops/checks.h"
+#include "ops/sparse_crossentropy.h"
 
 namespace mixprec::losses {
 
@@ -40,7 +42,7 @@ std::int64_t class_count(const char* loss, const Tensor& pred) {
 // one_hot turns a bad label's row into NaN, so the loss comes out NaN (a loss-scaled step is then
 // skipped).
 Tensor checked_labels(const char* loss, const Tensor& labels, const Tensor& pred,
-                      std::int64_t classes) {
+                      std::int64_t classes, std::optional<std::int64_t> ignore_class) {
   if (!labels.defined()) throw ValueError(std::string(loss) + ": y_true is an undefined tensor");
   const DType d = labels.dtype();
   if (d != DType::int32 && d != DType::int64 && d != DType::uint8) {
@@ -63,11 +65,15 @@ Tensor checked_labels(const char* loss, const Tensor& labels, const Tensor& pred
   }
   const std::vector<std::int64_t> values = labels.to_vector<std::int64_t>();
   for (std::size_t i = 0; i < values.size(); ++i) {
+    if (ignore_class && values[i] == *ignore_class) continue;
     if (values[i] < 0 || values[i] >= classes) {
       throw ValueError(std::string(loss) + ": label " + std::to_string(values[i]) +
                        " (at flat position " + std::to_string(i) + ") is out of range for " +
                        std::to_string(classes) + " classes (valid: 0 to " +
-                       std::to_string(classes - 1) + ")");
+                       std::to_string(classes - 1) +
+                       (ignore_class ? ", or the ignore_class " + std::to_string(*ignore_class)
+                                     : std::string()) +
+                       "); set ignore_class to the label of positions that should not count");
     }
   }
   return reshape(labels, batch_shape);
@@ -78,17 +84,45 @@ Tensor checked_labels(const char* loss, const Tensor& labels, const Tensor& pred
 SparseCategoricalCrossentropy::SparseCategoricalCrossentropy(
     SparseCategoricalCrossentropyOptions options)
     : Loss("sparse_categorical_crossentropy",
-           [logits = from(options.from_logits)](const Tensor& y_true, const Tensor& y_pred) {
+           [logits = from(options.from_logits), ignore = options.ignore_class](
+               const Tensor& y_true, const Tensor& y_pred) {
              constexpr const char* kLoss = "SparseCategoricalCrossentropy";
+             if (!y_pred.defined()) {
+               throw ValueError(std::string(kLoss) + ": y_pred is an undefined tensor");
+             }
+             if (!is_floating(y_pred.dtype())) {
+               throw DTypeError(std::string(kLoss) + ": y_pred must be floating point, got " +
+                                describe(y_pred));
+             }
+             const std::int64_t classes = class_count(kLoss, y_pred);
+             // (...) integer labels, range-checked on the CPU (ignore_class allowed).
+             const Tensor labels = checked_labels(kLoss, y_true, y_pred, classes, ignore);
+             if (logits == FromLogits::yes) {
+               // One fused op on the logits in their own dtype (float32 inside, no float32 copy).
+               return ops::sparse_softmax_crossentropy(y_pred, labels, ignore);
+             }
              const Tensor pred = detail::prediction(kLoss, y_pred);  // (..., C)
-             const std::int64_t classes = class_count(kLoss, pred);
-             const Tensor labels = checked_labels(kLoss, y_true, pred, classes);  // (...)
              const Tensor log_p = detail::log_probabilities(pred, logits);
-             // -log p[label] per sample, picked out by a one-hot mask.
-             const Tensor picked = sum(one_hot(labels, classes, pred.dtype()) * log_p, {-1});
-             return neg(mean(picked));
+             if (!ignore) {
+               // -log p[label] per sample, picked out by a one-hot mask.
+               const Tensor picked = sum(one_hot(labels, classes, pred.dtype()) * log_p, {-1});
+               return neg(mean(picked));
+             }
+             // Keras 3's masking: ignored positions take label 0 and weight 0, and the sum is
+             // divided by the number of the others (at least 1, so all-ignored gives 0). All on the
+             // device: nothing is read back. Labels are compared in the compute dtype (exact for
+             // |label| < 2^24).
+             const TensorOptions on{.dtype = pred.dtype(), .device = pred.device()};
+             const Tensor labels_f = cast(labels, pred.dtype());
+             const Tensor valid =
+                 cast(not_equal(labels_f, scalar(static_cast<double>(*ignore), on)), pred.dtype());
+             const Tensor safe = cast(labels_f * valid, DType::int64);
+             const Tensor picked =
+                 sum(one_hot(safe, classes, pred.dtype()) * log_p, {-1}) * valid;  // (...)
+             const Tensor count = maximum(sum(valid), scalar(1.0, on));
+             return neg(sum(picked) / count);
            }) {
-  config_ = Config{"SparseCategoricalCrossentropy", options.from_logits};
+  config_ = Config{"SparseCategoricalCrossentropy", options.from_logits, options.ignore_class};
 }
 
 CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions options)
@@ -101,7 +135,9 @@ CategoricalCrossentropy::CategoricalCrossentropy(CategoricalCrossentropyOptions 
              const Tensor log_p = detail::log_probabilities(pred, logits);
              return neg(mean(sum(target * log_p, {-1})));
            }) {
-  config_ = Config{"CategoricalCrossentropy", options.from_logits};
+  config_ = Config{.class_name = "CategoricalCrossentropy",
+                   .from_logits = options.from_logits,
+                   .ignore_class = std::nullopt};
 }
 
 BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions options)
@@ -130,7 +166,9 @@ BinaryCrossentropy::BinaryCrossentropy(BinaryCrossentropyOptions options)
              }
              return neg(mean(t * log_p + (1.0 - t) * log_not_p));
            }) {
-  config_ = Config{"BinaryCrossentropy", options.from_logits};
+  config_ = Config{.class_name = "BinaryCrossentropy",
+                   .from_logits = options.from_logits,
+                   .ignore_class = std::nullopt};
 }
 
 }  // namespace mixprec::losses

@@ -13,7 +13,8 @@ MeanSquaredError::MeanSquaredError()
         const Tensor d = pred - detail::target_like(kLoss, y_true, pred);
         return mean(d * d);
       }) {
-  config_ = Config{"MeanSquaredError", false};
+  config_ =
+      Config{.class_name = "MeanSquaredError", .from_logits = false, .ignore_class = std::nullopt};
 }
 
 }  // namespace mixprec::losses

@@ -4,6 +4,9 @@
 // ReduceLROnPlateau may have lowered it); the loss and metrics as compile() was given them (names
 // stay names), built-in objects by their get_config().
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -28,6 +31,7 @@ using nlohmann::json;
 
 constexpr std::size_t kMaxCompileConfigBytes = 1u << 20;
 constexpr std::size_t kMaxMetrics = 64;
+constexpr std::size_t kMaxExcludedNames = 256;
 constexpr double kBig = 1e30;
 
 // ---- writing ----
@@ -52,7 +56,9 @@ json schedule_config(const optimizers::LearningRate::Config& c) {
           {"config",
            {{"initial_learning_rate", s.initial_learning_rate},
             {"decay_steps", s.decay_steps},
-            {"alpha", s.alpha}}}};
+            {"alpha", s.alpha},
+            {"warmup_target", optional_number(s.warmup_target)},
+            {"warmup_steps", s.warmup_steps}}}};
 }
 
 // The learning rate the optimizer uses now: its constant value, or the built-in schedule it was
@@ -108,6 +114,9 @@ json optimizer_config(const optimizers::Optimizer& opt) {
               {"beta_1", o->beta_1},
               {"beta_2", o->beta_2},
               {"epsilon", o->epsilon}};
+    // The var_names of exclude_from_weight_decay (the options' and later calls'); a var_list of
+    // tensors cannot be described.
+    c["exclude_from_weight_decay"] = opt.impl()->weight_decay_excluded_names();
     return {{"class_name", "AdamW"}, {"config", clip_config(c, *o)}};
   }
   if (const auto* o = std::any_cast<optimizers::RMSpropOptions>(&options)) {
@@ -132,6 +141,10 @@ json loss_config(const std::variant<std::string, losses::Loss>& loss) {
   }
   json config = json::object();
   if (c->class_name != "MeanSquaredError") config["from_logits"] = c->from_logits;
+  // Keras 3 writes "ignore_class": null when unset; older configs of this library lack the key.
+  if (c->class_name == "SparseCategoricalCrossentropy") {
+    config["ignore_class"] = c->ignore_class ? json(*c->ignore_class) : json(nullptr);
+  }
   return {{"class_name", c->class_name}, {"config", config}};
 }
 
@@ -181,6 +194,13 @@ optimizers::LearningRate read_learning_rate(Object& c) {
         p.number("initial_learning_rate", 0, kBig, Upper::inclusive, "a number >= 0");
     sc.decay_steps = p.integer("decay_steps", 1, std::int64_t{1} << 62, "a positive integer");
     sc.alpha = p.number("alpha", 0, 1, Upper::inclusive, "a number in [0, 1]");
+    // Configs written before the warm-up existed have neither key.
+    if (p.has("warmup_target")) {
+      sc.warmup_target = p.optional_number("warmup_target", 0, kBig, "null or a number >= 0");
+    }
+    if (p.has("warmup_steps")) {
+      sc.warmup_steps = p.integer("warmup_steps", 0, std::int64_t{1} << 62, "an integer >= 0");
+    }
     p.finish();
     return sc;
   }
@@ -239,6 +259,18 @@ optimizers::Optimizer read_optimizer(const json& v, const std::string& where, bo
     optimizers::AdamWOptions a;
     read_common(a);
     a.weight_decay = c.number("weight_decay", 0, kBig, Upper::inclusive, "a number >= 0");
+    if (c.has("exclude_from_weight_decay")) {  // absent from configs written before it existed
+      const json& names = c.array("exclude_from_weight_decay", kMaxExcludedNames);
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        if (!names[i].is_string() || names[i].get_ref<const std::string&>().empty() ||
+            names[i].get_ref<const std::string&>().size() > 256) {
+          fail(c.where() + ": \"exclude_from_weight_decay\"[" + std::to_string(i) + "]",
+               "must be a non-empty variable name part (a string), got " +
+                   models::config::show(names[i]));
+        }
+        a.exclude_from_weight_decay.push_back(names[i].get<std::string>());
+      }
+    }
     c.finish();
     return optimizers::AdamW(a);
   }
@@ -281,9 +313,16 @@ std::variant<std::string, losses::Loss> read_loss(Object& top) {
   if (cls == "SparseCategoricalCrossentropy" || cls == "CategoricalCrossentropy" ||
       cls == "BinaryCrossentropy") {
     const bool from_logits = c.boolean("from_logits");
+    std::optional<std::int64_t> ignore_class;
+    if (cls == "SparseCategoricalCrossentropy" && c.has("ignore_class") &&
+        !c.get("ignore_class").is_null()) {
+      ignore_class = c.integer("ignore_class", std::numeric_limits<std::int64_t>::min() + 1,
+                               std::numeric_limits<std::int64_t>::max(), "null or an integer");
+    }
     c.finish();
     if (cls == "SparseCategoricalCrossentropy") {
-      return losses::SparseCategoricalCrossentropy({.from_logits = from_logits});
+      return losses::SparseCategoricalCrossentropy(
+          {.from_logits = from_logits, .ignore_class = ignore_class});
     }
     if (cls == "CategoricalCrossentropy") {
       return losses::CategoricalCrossentropy({.from_logits = from_logits});

@@ -32,6 +32,7 @@ class AdamImpl final : public detail::SlotOptimizer {
   std::string name() const override { return name_; }
 
  protected:
+  bool has_weight_decay() const override { return name_ == "adamw"; }
   std::vector<std::string> slot_names() const override { return {"momentum", "velocity"}; }
   kernel_math::UpdateRule update_rule(double learning_rate, std::int64_t iteration) const override {
     return detail::adam_rule(learning_rate, iteration, config_.beta_1, config_.beta_2,
@@ -58,6 +59,9 @@ AdamW::AdamW(AdamWOptions o)
           "AdamW", "adamw", o.learning_rate,
           detail::ClipOptions{o.clipnorm, o.clipvalue, o.global_clipnorm},
           AdamConfig{o.beta_1, o.beta_2, o.epsilon, o.weight_decay})) {
+  if (!o.exclude_from_weight_decay.empty()) {
+    impl()->exclude_from_weight_decay({}, o.exclude_from_weight_decay);
+  }
   impl()->options = o;
 }
 

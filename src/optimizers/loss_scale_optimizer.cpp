@@ -79,6 +79,13 @@ class LossScaleOptimizerImpl final : public optimizers::detail::OptimizerImpl {
     inner().set_learning_rate(learning_rate);
   }
   bool learning_rate_is_schedule() const override { return inner().learning_rate_is_schedule(); }
+  void exclude_from_weight_decay(const std::vector<Tensor>& var_list,
+                                 const std::vector<std::string>& var_names) override {
+    inner().exclude_from_weight_decay(var_list, var_names);
+  }
+  std::vector<std::string> weight_decay_excluded_names() const override {
+    return inner().weight_decay_excluded_names();
+  }
 
   optimizers::OptimizerState get_state() const override {
     const LossScaleState s = loss_scale_.state();

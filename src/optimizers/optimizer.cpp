@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 
 #include "backend/backend.h"
 #include "backend/training_kernels.h"
 #include "core/tensor_impl.h"
+#include "layers/variable_names.h"
 #include "mixprec/autograd.h"
 #include "mixprec/creation.h"
 #include "mixprec/error.h"
@@ -66,6 +68,10 @@ bool Optimizer::learning_rate_is_schedule() const {
 void Optimizer::set_learning_rate(const LearningRate& learning_rate) {
   checked_impl().set_learning_rate(learning_rate);
 }
+void Optimizer::exclude_from_weight_decay(const std::vector<Tensor>& var_list,
+                                          const std::vector<std::string>& var_names) {
+  checked_impl().exclude_from_weight_decay(var_list, var_names);
+}
 OptimizerState Optimizer::get_state() const { return checked_impl().get_state(); }
 void Optimizer::set_state(const OptimizerState& state) { checked_impl().set_state(state); }
 
@@ -82,6 +88,13 @@ Optimizer get(std::string_view name) {
 }
 
 namespace detail {
+
+void OptimizerImpl::exclude_from_weight_decay(const std::vector<Tensor>&,
+                                              const std::vector<std::string>&) {
+  throw ValueError("optimizer '" + name() +
+                   "' has no weight decay, so nothing can be excluded from it; use AdamW (or leave "
+                   "exclude_from_weight_decay out)");
+}
 
 void check_range(const char* optimizer, const char* option, double value, double low, double high,
                  UpperBound upper) {
@@ -116,6 +129,48 @@ SlotOptimizer::SlotOptimizer(const char* display_name, LearningRate learning_rat
                        "; leave it unset for no clipping");
     }
   }
+}
+
+void SlotOptimizer::exclude_from_weight_decay(const std::vector<Tensor>& var_list,
+                                              const std::vector<std::string>& var_names) {
+  if (!has_weight_decay()) OptimizerImpl::exclude_from_weight_decay(var_list, var_names);
+  for (std::size_t i = 0; i < var_list.size(); ++i) {
+    if (!var_list[i].defined()) {
+      throw ValueError(std::string(display_name_) + ": exclude_from_weight_decay: var_list[" +
+                       std::to_string(i) + "] is an undefined tensor");
+    }
+  }
+  for (const std::string& n : var_names) {
+    if (n.empty()) {
+      throw ValueError(std::string(display_name_) +
+                       ": exclude_from_weight_decay: an empty var_names entry would match every "
+                       "variable; name the weights to exclude (\"bias\", \"gamma\", ...)");
+    }
+  }
+  for (const Tensor& v : var_list) excluded_variables_.push_back(v.impl_ptr());
+  for (const std::string& n : var_names) {
+    if (std::find(excluded_names_.begin(), excluded_names_.end(), n) == excluded_names_.end()) {
+      excluded_names_.push_back(n);
+    }
+  }
+}
+
+bool SlotOptimizer::excluded_from_weight_decay(const Tensor& variable) const {
+  for (const auto& w : excluded_variables_) {
+    if (w.lock() == variable.impl_ptr()) return true;
+  }
+  if (excluded_names_.empty()) return false;
+  // Keras 3 matches var_names against variable.name, the weight's own name ("bias"), not its
+  // path ("dense_1/bias").
+  const std::string full = layers::detail::variable_name(variable);
+  const std::size_t slash = full.rfind('/');
+  const std::string_view weight = slash == std::string::npos
+                                      ? std::string_view(full)
+                                      : std::string_view(full).substr(slash + 1);
+  for (const std::string& n : excluded_names_) {
+    if (weight.find(n) != std::string_view::npos) return true;
+  }
+  return false;
 }
 
 void SlotOptimizer::check_variables(const std::vector<Tensor>& variables) const {
@@ -293,7 +348,11 @@ void SlotOptimizer::step(const std::vector<Tensor>& grads, const std::vector<Ten
   const std::vector<float> scales = clip_scales(device, g32);
   kernel_math::UpdateRule rule = update_rule(learning_rate_(iterations_), iterations_);
   if (clip_.clipvalue) rule.constants.clip_limit = static_cast<float>(*clip_.clipvalue);
-  std::vector<UpdateOperand> operands;
+  // Variables excluded from weight decay take the same rule with no decay, in a second update:
+  // the excluded ones get the bits of the optimizer without weight decay (Adam for AdamW).
+  const bool split =
+      rule.constants.decay != 0.0f && (!excluded_variables_.empty() || !excluded_names_.empty());
+  std::vector<UpdateOperand> operands, undecayed;
   operands.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
     if (!g32[i].defined()) continue;
@@ -303,11 +362,18 @@ void SlotOptimizer::step(const std::vector<Tensor>& grads, const std::vector<Ten
     for (std::size_t k = 0; k < entry.slots.size() && k < op.slots.size(); ++k) {
       op.slots[k] = entry.slots[k];
     }
-    operands.push_back(std::move(op));
+    (split && excluded_from_weight_decay(variables[i]) ? undecayed : operands)
+        .push_back(std::move(op));
   }
   // On a GPU the temporaries (g32) may be freed when this returns: the caching allocator reuses
   // their blocks only for work queued later on the same stream.
-  backend_for(device).training->multi_tensor_update(rule, operands, found_inf);
+  const TrainingKernels& kernels = *backend_for(device).training;
+  if (!operands.empty()) kernels.multi_tensor_update(rule, operands, found_inf);
+  if (!undecayed.empty()) {
+    kernel_math::UpdateRule no_decay = rule;
+    no_decay.constants.decay = 0.0f;
+    kernels.multi_tensor_update(no_decay, undecayed, found_inf);
+  }
   ++iterations_;
 }
 

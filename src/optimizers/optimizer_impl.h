@@ -48,6 +48,12 @@ class OptimizerImpl {
   virtual bool learning_rate_is_schedule() const = 0;
   virtual OptimizerState get_state() const = 0;
   virtual void set_state(const OptimizerState& state) = 0;
+  // Optimizer::exclude_from_weight_decay; the default (an optimizer without weight decay) throws
+  // ValueError naming it.
+  virtual void exclude_from_weight_decay(const std::vector<Tensor>& var_list,
+                                         const std::vector<std::string>& var_names);
+  // The var_names excluded so far (the options' and exclude_from_weight_decay's), for the config.
+  virtual std::vector<std::string> weight_decay_excluded_names() const { return {}; }
 };
 
 // At most one of the three, each positive and finite (Keras raises the same way).
@@ -75,6 +81,9 @@ class SlotOptimizer : public OptimizerImpl {
   bool learning_rate_is_schedule() const override { return !learning_rate_.is_constant(); }
   OptimizerState get_state() const override;
   void set_state(const OptimizerState& state) override;
+  void exclude_from_weight_decay(const std::vector<Tensor>& var_list,
+                                 const std::vector<std::string>& var_names) override;
+  std::vector<std::string> weight_decay_excluded_names() const override { return excluded_names_; }
 
  protected:
   // Validates the clip options (ValueError naming `display_name`, e.g. "SGD").
@@ -89,6 +98,9 @@ class SlotOptimizer : public OptimizerImpl {
                                               std::int64_t iteration) const = 0;
 
   const char* display_name() const { return display_name_; }
+  // Whether the optimizer has a weight_decay option (AdamW): exclude_from_weight_decay is refused
+  // otherwise.
+  virtual bool has_weight_decay() const { return false; }
 
  private:
   // One variable the optimizer has seen (or a restored entry still waiting for its variable).
@@ -113,6 +125,9 @@ class SlotOptimizer : public OptimizerImpl {
   // Per-variable clipping factors (clipnorm, global_clipnorm) of float32 gradients on `device`;
   // 1 otherwise.
   std::vector<float> clip_scales(Device device, const std::vector<Tensor>& g32) const;
+  // Whether `variable` is excluded from weight decay: listed in var_list, or its name's last part
+  // (the weight: "gamma" of "layer_normalization/gamma") contains one of the var_names.
+  bool excluded_from_weight_decay(const Tensor& variable) const;
 
   const char* display_name_;
   LearningRate learning_rate_;
@@ -121,6 +136,8 @@ class SlotOptimizer : public OptimizerImpl {
   std::vector<Entry> entries_;
   std::size_t bound_ = 0;  // entries_[0, bound_) are bound to a variable
   std::unordered_map<const TensorImpl*, std::size_t> index_;
+  std::vector<std::weak_ptr<TensorImpl>> excluded_variables_;
+  std::vector<std::string> excluded_names_;
 };
 
 enum class UpperBound { inclusive, exclusive };

@@ -36,10 +36,26 @@ double ExponentialDecay::operator()(std::int64_t step) const {
 
 double CosineDecay::operator()(std::int64_t step) const {
   check_decay_steps("CosineDecay", decay_steps);
-  const double s = static_cast<double>(std::min(step, decay_steps));
-  const double cosine =
-      0.5 * (1.0 + std::cos(std::numbers::pi * s / static_cast<double>(decay_steps)));
-  return initial_learning_rate * ((1.0 - alpha) * cosine + alpha);
+  if (warmup_steps < 0) {
+    throw ValueError("CosineDecay: warmup_steps must be non-negative, got " +
+                     std::to_string(warmup_steps));
+  }
+  // The cosine factor at s steps into the decay (s in [0, decay_steps]).
+  const auto decayed = [&](double s) {
+    const double cosine =
+        0.5 * (1.0 + std::cos(std::numbers::pi * s / static_cast<double>(decay_steps)));
+    return (1.0 - alpha) * cosine + alpha;
+  };
+  if (!warmup_target) {
+    return initial_learning_rate * decayed(static_cast<double>(std::min(step, decay_steps)));
+  }
+  // Keras 3: the step is capped at the end of the decay, then warm-up or decay from the target.
+  const std::int64_t s = std::min(step, warmup_steps + decay_steps);
+  if (s < warmup_steps) {
+    const double fraction = static_cast<double>(s) / static_cast<double>(warmup_steps);
+    return (*warmup_target - initial_learning_rate) * fraction + initial_learning_rate;
+  }
+  return *warmup_target * decayed(static_cast<double>(s - warmup_steps));
 }
 
 }  // namespace schedules

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "mixprec/bfloat16.h"
@@ -52,6 +53,9 @@ T from_compute(compute_t<T> v) {
 // CUDA's sqrt(float) and sqrt(double) are correctly rounded (nvcc's default -prec-sqrt=true), as
 // the host's.
 using std::sqrt;
+// exp and log: the CUDA math library's are within 2 ulp of the host's (not bit for bit).
+using std::exp;
+using std::log;
 
 inline std::int64_t global_thread() { return emulation::thread; }
 inline std::int64_t grid_threads() { return emulation::threads; }
@@ -71,6 +75,41 @@ double warp_ordered_sum(const P* v, std::int64_t count, std::int64_t stride) {
   for (int d = kWarp / 2; d > 0; d /= 2) {
     double next[kWarp];
     for (int l = 0; l < kWarp; ++l) next[l] = lane[l] + lane[l ^ d];
+    for (int l = 0; l < kWarp; ++l) lane[l] = next[l];
+  }
+  return lane[warp_lane()];
+}
+
+// warp_reductions.cuh's warp_ordered_sum_of: warp_ordered_sum's order over term(k) (a pure function of k,
+// called for the whole warp at once).
+template <typename Term>
+double warp_ordered_sum_of(std::int64_t count, Term&& term) {
+  double lane[kWarp] = {};
+  for (int l = 0; l < kWarp; ++l) {
+    for (std::int64_t k = l; k < count; k += kWarp) lane[l] += static_cast<double>(term(k));
+  }
+  for (int d = kWarp / 2; d > 0; d /= 2) {
+    double next[kWarp];
+    for (int l = 0; l < kWarp; ++l) next[l] = lane[l] + lane[l ^ d];
+    for (int l = 0; l < kWarp; ++l) lane[l] = next[l];
+  }
+  return lane[warp_lane()];
+}
+
+// warp_reductions.cuh's warp_max_of: per-lane maxima, then the butterfly of maxima (NaN passed over).
+template <typename P, typename Term>
+P warp_max_of(std::int64_t count, Term&& term) {
+  P lane[kWarp];
+  for (int l = 0; l < kWarp; ++l) {
+    lane[l] = -std::numeric_limits<P>::infinity();
+    for (std::int64_t k = l; k < count; k += kWarp) {
+      const P v = term(k);
+      lane[l] = v > lane[l] ? v : lane[l];
+    }
+  }
+  for (int d = kWarp / 2; d > 0; d /= 2) {
+    P next[kWarp];
+    for (int l = 0; l < kWarp; ++l) next[l] = lane[l ^ d] > lane[l] ? lane[l ^ d] : lane[l];
     for (int l = 0; l < kWarp; ++l) lane[l] = next[l];
   }
   return lane[warp_lane()];

@@ -3,6 +3,7 @@
 // losses and metrics by name or object; what cannot be described is a ValueError.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -109,6 +110,54 @@ TEST(CompileConfigTest, LossObjects) {
   // from_logits = true: the loss of logits (0, 0, 0) for class 0 is log(3).
   const Tensor l = loss(from_vector(std::vector<std::int64_t>{0}, {1}), zeros({1, 3}));
   EXPECT_NEAR(l.item(), std::log(3.0), 1e-6);
+}
+
+TEST(CompileConfigTest, IgnoreClassWarmupAndWeightDecayExclusionsAreSaved) {
+  using namespace optimizers;
+  AdamW adamw({.learning_rate = schedules::CosineDecay{.initial_learning_rate = 0.0,
+                                                       .decay_steps = 1000,
+                                                       .alpha = 0.1,
+                                                       .warmup_target = 6e-4,
+                                                       .warmup_steps = 100},
+               .weight_decay = 0.1,
+               .global_clipnorm = 1.0,
+               .exclude_from_weight_decay = {"gamma", "beta"}});
+  adamw.exclude_from_weight_decay({}, {"bias", "embeddings"});
+  const json j = round_trip(
+      testing::tiny_model(1),
+      {.optimizer = adamw,
+       .loss = losses::SparseCategoricalCrossentropy({.from_logits = true, .ignore_class = -100})});
+  const json& lr = j["optimizer"]["config"]["learning_rate"]["config"];
+  EXPECT_DOUBLE_EQ(lr["warmup_target"].get<double>(), 6e-4);
+  EXPECT_EQ(lr["warmup_steps"], 100);
+  EXPECT_EQ(j["optimizer"]["config"]["exclude_from_weight_decay"],
+            json::array({"gamma", "beta", "bias", "embeddings"}));
+  EXPECT_EQ(j["loss"]["config"]["ignore_class"], -100);
+  const CompileOptions o = compile_options_from_json(j.dump());
+  const auto& loss = std::get<losses::Loss>(o.loss);
+  ASSERT_TRUE(loss.get_config()->ignore_class.has_value());
+  EXPECT_EQ(*loss.get_config()->ignore_class, -100);
+  // The restored loss ignores -100: only position 0 counts, log(3).
+  const Tensor l = loss(from_vector(std::vector<std::int64_t>{0, -100}, {2}), zeros({2, 3}));
+  EXPECT_NEAR(l.item(), std::log(3.0), 1e-6);
+  EXPECT_NEAR(o.optimizer.learning_rate(), 0.0, 0.0);
+  // Configs written before these keys existed still load (no ignore_class, no warm-up).
+  json old = j;
+  old["loss"]["config"].erase("ignore_class");
+  old["optimizer"]["config"]["learning_rate"]["config"].erase("warmup_target");
+  old["optimizer"]["config"]["learning_rate"]["config"].erase("warmup_steps");
+  old["optimizer"]["config"].erase("exclude_from_weight_decay");
+  const CompileOptions p = compile_options_from_json(old.dump());
+  EXPECT_FALSE(std::get<losses::Loss>(p.loss).get_config()->ignore_class.has_value());
+  // A plain loss writes ignore_class null (as Keras 3 does).
+  const json k =
+      round_trip(testing::tiny_model(1), {.loss = losses::SparseCategoricalCrossentropy()});
+  EXPECT_TRUE(k["loss"]["config"]["ignore_class"].is_null());
+  // A bad list is refused with the place named.
+  json bad = j;
+  bad["optimizer"]["config"]["exclude_from_weight_decay"] = json::array({"bias", 3});
+  testing::expect_error<ValueError>([&] { (void)compile_options_from_json(bad.dump()); },
+                                    {"exclude_from_weight_decay", "[1]"});
 }
 
 TEST(CompileConfigTest, WhatCannotBeDescribedIsAValueError) {

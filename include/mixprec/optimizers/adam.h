@@ -5,10 +5,13 @@
 //   var -= lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon)
 // AdamW first applies decoupled weight decay with the same learning rate:
 //   var -= var * weight_decay * lr
+// except to the variables excluded by exclude_from_weight_decay (optimizer.h).
 // Slots "momentum" (m) and "velocity" (v).
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "mixprec/optimizers/optimizer.h"
 
@@ -40,6 +43,9 @@ struct AdamWOptions {
   std::optional<double> clipnorm;
   std::optional<double> clipvalue;
   std::optional<double> global_clipnorm;
+  // var_names of exclude_from_weight_decay (Optimizer::exclude_from_weight_decay), given at
+  // construction: e.g. {"gamma", "beta", "bias", "embeddings"}.
+  std::vector<std::string> exclude_from_weight_decay;
 };
 
 class AdamW : public Optimizer {

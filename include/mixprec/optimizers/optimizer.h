@@ -81,6 +81,17 @@ class Optimizer {
   // Whether the learning rate is a schedule of the iterations (false: a constant).
   bool learning_rate_is_schedule() const;
 
+  // Keras 3's exclude_from_weight_decay, for optimizers with weight decay (AdamW; any other
+  // throws ValueError, and a LossScaleOptimizer passes the call to its inner optimizer): the
+  // variables in var_list, and those whose weight name (the part after the last '/' of the layer
+  // variable's "<layer>/<weight>": "kernel", "bias", "gamma", "beta", "embeddings") contains one
+  // of the var_names as a substring, take the optimizer's update without the decay (for AdamW:
+  // Adam's update, bit for bit). Calls add to the exclusions; they apply from the next step. The
+  // var_names are saved in the optimizer's config (compile_config_to_json); var_list is not
+  // (tensors have no place in a config).
+  void exclude_from_weight_decay(const std::vector<Tensor>& var_list = {},
+                                 const std::vector<std::string>& var_names = {});
+
   // Deep copies: later steps do not change an exported state, and set_state copies in.
   OptimizerState get_state() const;
   // Restores a state exported by an optimizer of the same kind. Slots of variables this optimizer

@@ -8,6 +8,7 @@
 #include <concepts>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <variant>
 
@@ -33,13 +34,25 @@ struct ExponentialDecay {
   double operator()(std::int64_t step) const;
 };
 
-// Keras CosineDecay without warm-up: s = min(step, decay_steps);
-// lr(step) = initial_learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * s / decay_steps)) + alpha).
-// alpha is the final learning rate as a fraction of the initial one.
+// Keras 3 CosineDecay, with an optional linear warm-up. Without warmup_target (nullopt):
+//   s = min(step, decay_steps);
+//   lr(step) = initial_learning_rate * ((1 - alpha) * 0.5 * (1 + cos(pi * s / decay_steps)) +
+//   alpha)
+// (alpha is the final learning rate as a fraction of the initial one; warmup_steps is unused).
+// With warmup_target: s = min(step, warmup_steps + decay_steps);
+//   s < warmup_steps: lr = initial_learning_rate
+//                          + (warmup_target - initial_learning_rate) * s / warmup_steps
+//   otherwise:        lr = warmup_target * ((1 - alpha) * 0.5 * (1 + cos(pi * (s - warmup_steps)
+//                                                        / decay_steps)) + alpha)
+// so the rate climbs linearly from initial_learning_rate (often 0) to warmup_target over
+// warmup_steps steps, then decays from warmup_target to alpha * warmup_target over decay_steps.
+// decay_steps must be positive, warmup_steps non-negative.
 struct CosineDecay {
   double initial_learning_rate = 0.0;
   std::int64_t decay_steps = 0;
   double alpha = 0.0;
+  std::optional<double> warmup_target;
+  std::int64_t warmup_steps = 0;
   double operator()(std::int64_t step) const;
 };
 

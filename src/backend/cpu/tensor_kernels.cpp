@@ -12,6 +12,7 @@
 #include "backend/cpu/reduce.h"
 #include "backend/cpu/select.h"
 #include "backend/cpu/softmax.h"
+#include "backend/cpu/sparse_crossentropy.h"
 #include "backend/cpu/unary.h"
 
 namespace mixprec::cpu {
@@ -28,6 +29,8 @@ const TensorKernels kTensorKernels{.unary = unary,
                                    .reduce = reduce,
                                    .softmax_forward = softmax_forward,
                                    .softmax_backward = softmax_backward,
+                                   .sparse_crossentropy_forward = sparse_crossentropy_forward,
+                                   .sparse_crossentropy_backward = sparse_crossentropy_backward,
                                    .cast = cast,
                                    .copy = copy,
                                    .fill = fill,

@@ -11,6 +11,7 @@
 #include "backend/cuda/reduce.h"
 #include "backend/cuda/select.h"
 #include "backend/cuda/softmax.h"
+#include "backend/cuda/sparse_crossentropy.h"
 #include "backend/cuda/unary.h"
 
 namespace mixprec::cuda {
@@ -28,6 +29,8 @@ const TensorKernels kTensorKernels{
     .reduce = reduce,
     .softmax_forward = softmax_forward,
     .softmax_backward = softmax_backward,
+    .sparse_crossentropy_forward = sparse_crossentropy_forward,
+    .sparse_crossentropy_backward = sparse_crossentropy_backward,
     .cast = cast,
     .copy = copy_strided,
     .fill = fill,
