@@ -9,12 +9,16 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/tensor_impl.h"
 #include "data/token_file_internal.h"
 #include "mixprec/creation.h"
+#include "mixprec/data/text_corpus.h"
+#include "mixprec/data/tokenizer.h"
 #include "mixprec/error.h"
 #include "mixprec/random.h"
 
@@ -227,6 +231,21 @@ Pipeline TokenDataset::validation_windows(std::int64_t context) const {
     return self.windows(rows, context);
   });
   return Pipeline(Dataset(index, index), {gather});
+}
+
+bool is_token_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  std::ifstream in(path, std::ios::binary);
+  char magic[sizeof kTokenFileMagic] = {};
+  return in.read(magic, sizeof magic) && std::memcmp(magic, kTokenFileMagic, sizeof magic) == 0;
+}
+
+TokenDataset open_text_dataset(const std::string& path, TokenDatasetOptions options) {
+  if (is_token_file(path)) return TokenDataset(path, options);
+  const ByteTokenizer bytes;
+  const std::vector<std::int32_t> tokens = encode_documents(bytes, read_text_documents(path));
+  return TokenDataset(tokens, bytes.vocab_size(), options);
 }
 
 }  // namespace mixprec::data

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
@@ -185,6 +186,37 @@ TEST_F(TokenDatasetTest, BadFilesAreRefusedBeforeMapping) {
                           {"token 1 is 16", "vocab size 4", "small.tok"});
   expect_error<DataError>([&] { TokenDataset(dir_.file("none.tok")); },
                           {"none.tok", "cannot open"});
+}
+
+TEST_F(TokenDatasetTest, OpenTextDatasetMapsTokenFilesAndTokenizesText) {
+  // A token file under any name is recognised by its magic.
+  tokens_ = {1, 2, 3, 4};
+  write_token_file(dir_.file("tokens.txt"), tokens_, 7);
+  EXPECT_TRUE(is_token_file(dir_.file("tokens.txt")));
+  const TokenDataset mapped = open_text_dataset(dir_.file("tokens.txt"));
+  EXPECT_EQ(mapped.vocab_size(), 7);
+  EXPECT_EQ(mapped.size(), 4);
+  // Text: bytes, end-of-text (256) after the document.
+  { std::ofstream(dir_.file("story.tok"), std::ios::binary) << "MPTOKEN, not quite"; }
+  EXPECT_FALSE(is_token_file(dir_.file("story.tok")));
+  const TokenDataset text = open_text_dataset(dir_.file("story.tok"), {.validation_fraction = 0.5});
+  EXPECT_EQ(text.vocab_size(), 257);
+  ASSERT_EQ(text.size(), 19);
+  EXPECT_EQ(text.token(0), 'M');
+  EXPECT_EQ(text.token(17), 'e');
+  EXPECT_EQ(text.token(18), 256);
+  EXPECT_EQ(text.train_tokens(), 9);  // floor(19 * 0.5)
+  // A fortune directory: one document per entry.
+  std::filesystem::create_directory(dir_.path() / "db");
+  { std::ofstream(dir_.path() / "db" / "quotes", std::ios::binary) << "Ab\n%\nC\n"; }
+  EXPECT_FALSE(is_token_file(dir_.file("db")));
+  const TokenDataset fortunes = open_text_dataset(dir_.file("db"));
+  ASSERT_EQ(fortunes.size(), 5);
+  const std::vector<std::int32_t> expected = {'A', 'b', 256, 'C', 256};
+  for (std::int64_t i = 0; i < 5; ++i)
+    EXPECT_EQ(fortunes.token(i), expected[static_cast<std::size_t>(i)]);
+  expect_error<DataError>([&] { open_text_dataset(dir_.file("none")); },
+                          {"none", "does not exist"});
 }
 
 // fit() takes the training pipeline as any other: the steps run, W / B batches an epoch. The

@@ -100,6 +100,15 @@ class TokenDataset {
   std::int64_t split_at_ = 0;
 };
 
+// True for a regular file that starts with the token files' magic ("MPTOKENS"), whatever its name.
+bool is_token_file(const std::string& path);
+
+// The command line's --dataset text:PATH. A token file (is_token_file) is mapped; any other file,
+// or a directory of fortune databases, is read as text (text_corpus.h, default limits) and
+// tokenized in memory with the ByteTokenizer (vocab 257, end-of-text after each document).
+// DataError naming the path for a missing or bad file.
+TokenDataset open_text_dataset(const std::string& path, TokenDatasetOptions options = {});
+
 }  // namespace mixprec::data
 
 #pragma GCC visibility pop
