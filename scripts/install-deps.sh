@@ -14,6 +14,7 @@ packages=(
   libbenchmark-dev
   python3              # tests/tools/read_tfevents.py (standard library only)
   dataset-fashion-mnist
+  fortunes             # English text (/usr/share/games/fortunes, ~2.5 MB): the language-model corpus
   libopenmpi-dev openmpi-bin  # mixprec::distributed (MPI data parallelism) and its mpirun tests
   dpkg-dev file        # cpack -G DEB (scripts/build-debs.sh): dpkg-shlibdeps, and file to find the ELF files
 )

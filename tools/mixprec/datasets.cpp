@@ -2,6 +2,7 @@
 #include "datasets.h"
 
 #include <algorithm>
+#include <string>
 
 namespace mixprec::cli {
 
@@ -31,6 +32,7 @@ DataGeometry dataset_geometry(const DatasetSpec& spec) {
     case DatasetKind::synthetic:
       return {spec.synthetic.height, spec.synthetic.width, spec.synthetic.channels,
               spec.synthetic.classes, false};
+    case DatasetKind::text: return {};  // no images; the vocab size is known once the file is read
   }
   return {};
 }
@@ -66,10 +68,22 @@ LoadedData load_data(const DatasetSpec& spec, std::uint64_t seed,
       out.test = images.pipeline(synthetic_test_samples(spec.synthetic.samples));
       break;
     }
+    case DatasetKind::text:
+      throw ValueError("--dataset text:" + spec.dir +
+                       " holds text for a language model; this command's model takes images or "
+                       "feature rows (use an image data set, e.g. fashion_mnist)");
   }
   out.train = first(out.train, max_samples);
   out.test = first(out.test, max_samples);
   return out;
+}
+
+data::TokenDataset load_text_dataset(const DatasetSpec& spec, double validation_fraction) {
+  if (spec.kind != DatasetKind::text) {
+    throw ValueError("load_text_dataset: --dataset " + spec.name +
+                     " is not a text data set; expected text:PATH");
+  }
+  return data::open_text_dataset(spec.dir, {.validation_fraction = validation_fraction});
 }
 
 std::int64_t model_channels(const ModelChoice& model, const DataGeometry& g) {

@@ -6,6 +6,7 @@
 //   cifar10:DIR     (32, 32, 3) float32 in [0, 1]       10      the binary files (data/cifar.h)
 //   cifar100:DIR    (32, 32, 3) float32 in [0, 1]       100     fine labels
 //   synthetic:HxWxC:CLASSES[:SAMPLES]                   CLASSES a seeded pool (data/synthetic.h)
+//   text:PATH       tokens for language models: load_text_dataset() below, not load_data()
 //
 //   model                 steps added per batch
 //   mlp                   flatten (image data sets only: the mlp takes rows)
@@ -44,9 +45,21 @@ struct LoadedData {
 };
 
 // Loads the data set (DataError with a hint when files are missing or bad). max_samples keeps the
-// first N training and the first N test samples. `seed` seeds synthetic data.
+// first N training and the first N test samples. `seed` seeds synthetic data. A text data set is
+// a ValueError here (its samples are windows whose length the model sets: load_text_dataset).
 LoadedData load_data(const DatasetSpec& spec, std::uint64_t seed,
                      std::optional<std::int64_t> max_samples);
+
+// --dataset text:PATH for a language model (data::open_text_dataset): PATH a token file
+// (recognised by its magic, whatever its name: `mixprec tokenize` writes them) is mapped; any other
+// file, or a directory of fortune databases, is read as text (data/text_corpus.h) and tokenized in
+// memory with the byte tokenizer (vocab 257, end-of-text after each document). The last
+// validation_fraction (in [0, 1)) of the tokens validate. Then:
+//   data::TokenDataset tokens = load_text_dataset(spec, 0.1);
+//   model.fit(tokens.train_windows({.context = T, .batch_size = B, .seed = seed}), ...
+//             .validation_data = tokens.validation_windows(T));
+// DataError naming the path for a missing or bad file; ValueError for a spec of another kind.
+data::TokenDataset load_text_dataset(const DatasetSpec& spec, double validation_fraction);
 
 // The channels a model sees: 3 after grayscale_to_rgb for the ImageNet networks, else the data's.
 std::int64_t model_channels(const ModelChoice& model, const DataGeometry& geometry);

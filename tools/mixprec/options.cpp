@@ -15,7 +15,8 @@ namespace mixprec::cli {
 namespace {
 
 const char* const kDatasetForms =
-    "fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR, synthetic:HxWxC:CLASSES[:SAMPLES]";
+    "fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR, synthetic:HxWxC:CLASSES[:SAMPLES], "
+    "text:PATH";
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -169,10 +170,23 @@ DatasetSpec parse_dataset(const std::string& spec) {
                        (out.name == "cifar10" ? "cifar-10-batches-bin" : "cifar-100-binary") + ")");
     }
     out.dir = rest;
+  } else if (out.name == "text") {
+    out.kind = DatasetKind::text;
+    if (colon == std::string::npos) {
+      throw UsageError(
+          "--dataset text needs a path: text:FILE.tok (from mixprec tokenize), "
+          "text:FILE.txt or text:DIR of fortune databases (e.g. text:" +
+          std::string(data::kFortunesDir) + ")");
+    }
+    out.dir = rest;
   } else {
     throw UsageError("unknown dataset '" + out.name + "'; valid datasets: " + kDatasetForms);
   }
-  if (out.dir.empty()) throw UsageError("--dataset " + spec + ": the directory after ':' is empty");
+  if (out.dir.empty()) {
+    throw UsageError("--dataset " + spec + ": the " +
+                     (out.kind == DatasetKind::text ? "path" : "directory") +
+                     " after ':' is empty");
+  }
   return out;
 }
 

@@ -82,16 +82,17 @@ std::int64_t parse_save_freq(const std::string& text);
 // A positive whole number for `option`; a UsageError otherwise.
 std::int64_t parse_positive(const std::string& text, const std::string& option);
 
-enum class DatasetKind { fashion_mnist, cifar10, cifar100, synthetic };
+enum class DatasetKind { fashion_mnist, cifar10, cifar100, synthetic, text };
 struct DatasetSpec {
-  std::string name;  // "fashion_mnist", "cifar10", "cifar100", "synthetic"
+  std::string name;  // "fashion_mnist", "cifar10", "cifar100", "synthetic", "text"
   DatasetKind kind = DatasetKind::fashion_mnist;
-  std::string dir;                // the files' directory ("" for synthetic)
+  // The files' directory ("" for synthetic); text: the token file, text file or fortune directory.
+  std::string dir;
   data::SyntheticSpec synthetic;  // kind == synthetic
 };
 // --dataset's value: fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR,
-// synthetic:HxWxC:CLASSES[:SAMPLES]. UsageError for an unknown name (listing the valid forms), a
-// CIFAR name without a directory, or a malformed synthetic spec.
+// synthetic:HxWxC:CLASSES[:SAMPLES], text:PATH. UsageError for an unknown name (listing the valid
+// forms), a CIFAR or text name without a path, or a malformed synthetic spec.
 DatasetSpec parse_dataset(const std::string& spec);
 
 // The device a run uses. cuda in a build without the CUDA backend is a DeviceError ("this build of

@@ -36,6 +36,11 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
   config.model = parse_model(options.model);
   config.policy = options.policy;
   config.dataset = parse_dataset(options.dataset);
+  if (config.dataset.kind == DatasetKind::text) {
+    // No language model yet among the CLI's models: text feeds none of them.
+    throw UsageError("--dataset " + options.dataset + " holds text for a language model; --model " +
+                     options.model + " takes images or feature rows (use an image data set)");
+  }
   const DataGeometry geometry = dataset_geometry(config.dataset);
   config.classes = options.classes.value_or(geometry.classes);
   if (config.classes < geometry.classes) {
