@@ -127,7 +127,7 @@ TEST(Embedding, Errors) {
       {"float16 table", "out_dtype float32"});
   expect_error<ShapeError>(
       [&] { embedding_lookup(zeros(Shape{4}), ids32({0}, Shape{1}), DType::float32); },
-      {"rank 2", "(4)"});
+      {"rank 2", "(4,)"});
   expect_error<DTypeError>([&] { embedding_lookup(table, ids32({0}, Shape{1}), DType::int32); },
                            {"out_dtype"});
 }

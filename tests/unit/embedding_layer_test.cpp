@@ -181,7 +181,7 @@ TEST(EmbeddingLayer, Errors) {
       [&] {
         emb(from_vector(std::vector<std::int32_t>{1, 5}, Shape{2}, {.dtype = DType::int32}));
       },
-      {"emb", "id 5", "flat position 1", "(2)", "[0, 5)"});
+      {"emb", "id 5", "flat position 1", "(2,)", "[0, 5)"});
   expect_error<DTypeError>([&] { emb(zeros(Shape{2, 3})); }, {"emb", "int32 or int64", "float32"});
   expect_error<DTypeError>([&] { emb(Input({3})); }, {"int32 or int64"});
   expect_error<ValueError>([] { Embedding(0, 3); }, {"input_dim", ">= 1"});
