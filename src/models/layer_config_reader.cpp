@@ -11,6 +11,7 @@
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 #include "mixprec/layers/layers.h"
+#include "mixprec/layers/multi_head_attention.h"
 
 namespace mixprec::models::config {
 

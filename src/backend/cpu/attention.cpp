@@ -55,7 +55,7 @@ MIXPREC_CPU_ALWAYS_INLINE Vec8 load8(const float* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-MIXPREC_CPU_ALWAYS_INLINE void store8(float* p, Vec8 v) { std::memcpy(p, &v, sizeof v); }
+MIXPREC_CPU_ALWAYS_INLINE void store8(float* p, const Vec8& v) { std::memcpy(p, &v, sizeof v); }
 
 // c (M, N) += sum over k < K of A(m, k) * b (K, N), A(m, k) = a[m * ars + k * aks], rows of b and
 // c ldb and ldc apart. For float N is a multiple of 16.
