@@ -110,7 +110,9 @@ TEST(ClippingLossScaleTest, ASkippedStepClipsAndChangesNothing) {
   EXPECT_TRUE(lso.last_step_skipped());
   for (std::size_t i = 0; i < w.size(); ++i) EXPECT_TRUE(same_bits(w[i], start[i]));
   // The slots stayed zero: the clipping factor (0 for an infinite norm) reached nothing.
-  for (const auto& slot : lso.get_state().inner.at(0).slots) {
+  const optimizers::OptimizerState state = lso.get_state();
+  ASSERT_FALSE(state.inner.at(0).slots.empty());
+  for (const auto& slot : state.inner.at(0).slots) {
     for (double v : slot.value.to_vector<double>()) EXPECT_EQ(v, 0.0) << slot.name;
   }
 }
