@@ -79,6 +79,17 @@ TEST(ClippingLossScaleTest, GlobalClipnormClipsTheUnscaledGradients) {
       EXPECT_TRUE(same_bits(with_scaling[i], without[i])) << "variable " << i;
     }
   }
+  // A limit between the true norm (about 3) and the scaled one (about 3 * 2^15): clipping the
+  // scaled gradients would clip, clipping the true ones must not. The result equals the
+  // unclipped optimizer's.
+  optimizers::AdamWOptions between = kClipped, unclipped = kClipped;
+  between.global_clipnorm = 10.0;
+  unclipped.global_clipnorm.reset();
+  const std::vector<Tensor> scaled = train(true, kFloat32, 4, between);
+  const std::vector<Tensor> reference = train(false, kFloat32, 4, unclipped);
+  for (std::size_t i = 0; i < scaled.size(); ++i) {
+    EXPECT_TRUE(same_bits(scaled[i], reference[i])) << "variable " << i;
+  }
 }
 
 TEST(ClippingLossScaleTest, ClippingChangesTheResultWhenTheNormExceedsTheLimit) {
