@@ -80,8 +80,8 @@ double warp_ordered_sum(const P* v, std::int64_t count, std::int64_t stride) {
   return lane[warp_lane()];
 }
 
-// warp_reductions.cuh's warp_ordered_sum_of: warp_ordered_sum's order over term(k) (a pure function of k,
-// called for the whole warp at once).
+// warp_reductions.cuh's warp_ordered_sum_of: warp_ordered_sum's order over term(k) (a pure function
+// of k, called for the whole warp at once).
 template <typename Term>
 double warp_ordered_sum_of(std::int64_t count, Term&& term) {
   double lane[kWarp] = {};
@@ -96,7 +96,8 @@ double warp_ordered_sum_of(std::int64_t count, Term&& term) {
   return lane[warp_lane()];
 }
 
-// warp_reductions.cuh's warp_max_of: per-lane maxima, then the butterfly of maxima (NaN passed over).
+// warp_reductions.cuh's warp_max_of: per-lane maxima, then the butterfly of maxima (NaN passed
+// over).
 template <typename P, typename Term>
 P warp_max_of(std::int64_t count, Term&& term) {
   P lane[kWarp];

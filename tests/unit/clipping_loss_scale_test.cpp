@@ -79,6 +79,17 @@ TEST(ClippingLossScaleTest, GlobalClipnormClipsTheUnscaledGradients) {
       EXPECT_TRUE(same_bits(with_scaling[i], without[i])) << "variable " << i;
     }
   }
+  // A limit between the true norm (about 3) and the scaled one (about 3 * 2^15): clipping the
+  // scaled gradients would clip, clipping the true ones must not. The result equals the
+  // unclipped optimizer's.
+  optimizers::AdamWOptions between = kClipped, unclipped = kClipped;
+  between.global_clipnorm = 10.0;
+  unclipped.global_clipnorm.reset();
+  const std::vector<Tensor> scaled = train(true, kFloat32, 4, between);
+  const std::vector<Tensor> reference = train(false, kFloat32, 4, unclipped);
+  for (std::size_t i = 0; i < scaled.size(); ++i) {
+    EXPECT_TRUE(same_bits(scaled[i], reference[i])) << "variable " << i;
+  }
 }
 
 TEST(ClippingLossScaleTest, ClippingChangesTheResultWhenTheNormExceedsTheLimit) {
@@ -110,7 +121,9 @@ TEST(ClippingLossScaleTest, ASkippedStepClipsAndChangesNothing) {
   EXPECT_TRUE(lso.last_step_skipped());
   for (std::size_t i = 0; i < w.size(); ++i) EXPECT_TRUE(same_bits(w[i], start[i]));
   // The slots stayed zero: the clipping factor (0 for an infinite norm) reached nothing.
-  for (const auto& slot : lso.get_state().inner.at(0).slots) {
+  const optimizers::OptimizerState state = lso.get_state();
+  ASSERT_FALSE(state.inner.at(0).slots.empty());
+  for (const auto& slot : state.inner.at(0).slots) {
     for (double v : slot.value.to_vector<double>()) EXPECT_EQ(v, 0.0) << slot.name;
   }
 }
