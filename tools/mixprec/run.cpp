@@ -7,6 +7,7 @@
 
 #include "custom_loop.h"
 #include "mixprec/applications.h"
+#include "stop_signal.h"
 
 namespace mixprec::cli {
 
@@ -26,6 +27,29 @@ class GlobalPolicyScope {
  private:
   mixed_precision::Policy previous_;
 };
+
+// After fit() stopped on a signal (the final checkpoint written by the run's callbacks): says where
+// the run stands and how to resume it, then ends the command (no test evaluation, no --save: a
+// preempted machine has seconds left).
+[[noreturn]] void report_stop(const RunConfig& config) {
+  const int signal = stop_signal();
+  const std::optional<std::filesystem::path> newest = newest_checkpoint(config.keep.checkpoint_dir);
+  std::string where = "nothing was saved (no --checkpoint-dir), so the run cannot be resumed";
+  if (newest) {
+    try {
+      const io::CheckpointInfo info = io::read_checkpoint_info(*newest);
+      where = "epoch " + std::to_string(info.epoch + 1) + "/" +
+              std::to_string(config.options.epochs) + ", step " + std::to_string(info.step) +
+              " saved in " + newest->string() + "; run the same command again to resume from there";
+    } catch (const Error& e) {
+      where = std::string("the checkpoint could not be read back (") + e.what() + ")";
+    }
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "mixprec: stopped by %s: %s\n", signal_name(signal), where.c_str());
+  std::fflush(stderr);
+  throw StoppedBySignal{signal};
+}
 
 }  // namespace
 
@@ -66,7 +90,9 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
   config.keep = {.tensorboard_dir = options.tensorboard,
                  .histogram_freq = options.histogram_freq.value_or(0),
                  .checkpoint_dir = options.checkpoint_dir,
-                 .save_freq = parse_save_freq(options.save_freq)};
+                 .save_freq = parse_save_freq(options.save_freq),
+                 .restart = options.restart,
+                 .allow_nonfinite = options.allow_nonfinite};
   config.save_dir = options.save_model;
   if (distributed::world_size() > 1 && loop_choice(options.loop) != Loop::fit) {
     throw UsageError("--loop " + options.loop + " runs in one process; under mpirun (world size " +
@@ -150,6 +176,7 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
                                          .seed = o.seed,
                                          .callbacks = make_run_callbacks(config.keep),
                                          .distribute = distribute});
+      if (config.keep.stop_on_signal && stop_signal() != 0) report_stop(config);
       const Scores scores = model.evaluate(test, {.batch_size = config.batch_size,
                                                   .verbose = Verbosity::silent,
                                                   .distribute = distribute});
