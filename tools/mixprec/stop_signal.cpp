@@ -17,7 +17,8 @@ struct sigaction g_previous_term {};
 
 // Async-signal-safe only: write(2), signal(2), raise(3).
 extern "C" void on_stop_signal(int signal) {
-  if (g_signal != 0) {  // the second one: stop now, with the signal's own status
+  if (g_signal != 0) {  // the second one: stop now, with the signal's own status (delivered
+                        // again, by the default action, as soon as this handler returns)
     ::signal(signal, SIG_DFL);
     ::raise(signal);
     return;
@@ -47,7 +48,10 @@ SignalStopScope::SignalStopScope() {
   g_signal = 0;
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
+  // The two never interrupt each other's handler: the second one always sees the first's flag.
   sigemptyset(&action.sa_mask);
+  sigaddset(&action.sa_mask, SIGINT);
+  sigaddset(&action.sa_mask, SIGTERM);
   action.sa_flags = SA_RESTART;  // reads and writes in progress carry on
   ::sigaction(SIGINT, &action, &g_previous_int);
   ::sigaction(SIGTERM, &action, &g_previous_term);
