@@ -15,6 +15,7 @@
 #include "mixprec/error.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
+#include "mixprec/mixed_precision/policy.h"
 #include "mixprec/models/model.h"
 #include "models/fit_run.h"
 #include "models/model_impl.h"
@@ -63,6 +64,13 @@ CheckpointInfo info_from(const json& state, const TensorList& tensors, const std
     info.loss_scale = it->second;
   }
   info.world_size = detail::world_size_from_json(state, where);
+  if (state.contains("policy")) {
+    const json& policy = state["policy"];
+    if (!policy.is_string() || policy.get_ref<const std::string&>().size() > 64) {
+      throw IOError(where + ": state.policy: must be a policy name (a string)");
+    }
+    info.policy = policy.get<std::string>();
+  }
   if (state.contains("position")) {
     const models::ResumePoint p = detail::position_from_json(state["position"], nullptr, where);
     info.in_fit = true;
@@ -147,6 +155,7 @@ void save_checkpoint(const Model& model, const std::filesystem::path& path) {
   json state;
   state["model"] = model.name();
   state["world_size"] = distributed::world_size();
+  state["policy"] = mixed_precision::global_policy().name();
   state["optimizer"] = detail::optimizer_to_json(opt.get_state(), "optimizer/", tensors);
   if (!opt.learning_rate_is_schedule()) state["learning_rate"] = opt.learning_rate();
   state["default_generator"] = detail::generator_to_json(default_generator().state());

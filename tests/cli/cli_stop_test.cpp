@@ -146,5 +146,19 @@ TEST(CliStop, AnUnreadableOnlyCheckpointDirectoryIsAnErrorAndSurvives) {
   EXPECT_TRUE(fs::exists(dir / "ckpt-4.safetensors")) << "the new run's checkpoints follow";
 }
 
+TEST(CliStop, ResumingUnderAnotherPolicySaysSoInTheCommandsWords) {
+  TempDir work;
+  const fs::path dir = work.path() / "ckpt";
+  std::vector<std::string> args = train_args(dir, work.path() / "saved");
+  args[10] = "1";  // --epochs
+  ASSERT_EQ(run_cli(args).exit_code, 0);
+  args.insert(args.end(), {"--policy", "mixed_float16"});
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("was trained with --policy float32"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resume it with --policy float32"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace mixprec::cli_test

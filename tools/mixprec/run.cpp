@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <vector>
 
 #include "custom_loop.h"
 #include "mixprec/applications.h"
@@ -49,6 +51,29 @@ class GlobalPolicyScope {
   std::fprintf(stderr, "mixprec: stopped by %s: %s\n", signal_name(signal), where.c_str());
   std::fflush(stderr);
   throw StoppedBySignal{signal};
+}
+
+// Resuming under another --policy: said in the CLI's words, before fit() restores anything (the
+// checkpoint would otherwise fail on the optimizer's kind, in compile()'s words, or, between
+// policies with the same optimizer, resume silently under the new one). The newest readable
+// checkpoint tells the policy; one written before the field tells nothing.
+void check_resume_policy(const RunConfig& config) {
+  if (config.keep.checkpoint_dir.empty() || config.keep.restart) return;
+  const std::vector<std::filesystem::path> files =
+      callbacks::BackupAndRestore({.backup_dir = config.keep.checkpoint_dir}).checkpoints();
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    io::CheckpointInfo info;
+    try {
+      info = io::read_checkpoint_info(*it);
+    } catch (const Error&) {
+      continue;  // BackupAndRestore reports unreadable files
+    }
+    if (info.policy.empty() || info.policy == config.policy) return;
+    throw UsageError("the run in " + config.keep.checkpoint_dir + " was trained with --policy " +
+                     info.policy + " (" + it->string() + "), this command has --policy " +
+                     config.policy + "; resume it with --policy " + info.policy +
+                     ", or start a new run in another --checkpoint-dir or with --restart");
+  }
 }
 
 }  // namespace
@@ -163,6 +188,7 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
     result.learning_rate = optimizer.learning_rate();
 
     if (loop_choice(o.loop) == Loop::fit) {
+      check_resume_policy(config);
       model.compile({.optimizer = optimizer,
                      .loss = std::string("sparse_categorical_crossentropy"),
                      .metrics = {std::string("accuracy")}});

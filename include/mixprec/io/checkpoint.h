@@ -48,6 +48,9 @@ struct CheckpointInfo {
   std::int64_t step = 0;
   bool in_fit = false;  // saved during fit() (it has a position to resume from)
   int world_size = 1;   // processes in the data-parallel group that wrote it
+  // The global dtype policy when it was written ("mixed_float16"); "" for checkpoints written
+  // before the field.
+  std::string policy;
 };
 
 // Saves `model` (compiled) to `path` atomically: the previous file at `path`, if any, stays whole
