@@ -48,6 +48,17 @@ optimizers::Optimizer compiled_optimizer(const Model& model, const std::string& 
   return opt;
 }
 
+// "learning_rate" (written when the optimizer's rate is a constant): a finite number >= 0.
+void check_learning_rate(const json& state, const std::string& where) {
+  if (!state.contains("learning_rate")) return;
+  const json& rate = state["learning_rate"];
+  if (!rate.is_number() || !std::isfinite(rate.get<double>()) || rate.get<double>() < 0) {
+    throw IOError(where + ": state.learning_rate: must be a finite number >= 0, got " +
+                  (rate.is_number() ? detail::format_number(rate.get<double>())
+                                    : std::string("a JSON ") + rate.type_name()));
+  }
+}
+
 // What a checkpoint holds, every field read and range-checked (IOError naming the file and the
 // field's path otherwise).
 CheckpointInfo info_from(const json& state, const TensorList& tensors, const std::string& where) {
@@ -64,6 +75,7 @@ CheckpointInfo info_from(const json& state, const TensorList& tensors, const std
     info.loss_scale = it->second;
   }
   info.world_size = detail::world_size_from_json(state, where);
+  check_learning_rate(state, where);
   if (state.contains("policy")) {
     const json& policy = state["policy"];
     if (!policy.is_string() || policy.get_ref<const std::string&>().size() > 64) {
@@ -213,14 +225,7 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path,
     resume = detail::position_from_json(state["position"], run, where);
   }
   const bool has_rate = state.contains("learning_rate");
-  if (has_rate) {
-    const json& rate = state["learning_rate"];
-    if (!rate.is_number() || !std::isfinite(rate.get<double>()) || rate.get<double>() < 0) {
-      throw IOError(where + ": state.learning_rate: must be a finite number >= 0, got " +
-                    (rate.is_number() ? detail::format_number(rate.get<double>())
-                                      : std::string("a JSON ") + rate.type_name()));
-    }
-  }
+  check_learning_rate(state, where);
   if (has_rate && opt.learning_rate_is_schedule()) {
     throw ValueError(where + ": the checkpoint holds a constant learning rate but the optimizer " +
                      "has a schedule; compile it with the optimizer it was trained with");

@@ -111,8 +111,8 @@ const Tensor& find_tensor(const TensorList& tensors, const std::string& name,
   bad(where, path, "the tensor '" + name + "' is missing");
 }
 
-// The ranges of a LossScaleOptimizer's scalars (its set_state checks them again, without the
-// file's name).
+// The ranges of a LossScaleOptimizer's scalars ("loss_scale_optimizer") (its set_state checks them
+// again, without the file's name).
 void check_loss_scale_scalars(const json& scalars, const std::string& where,
                               const std::string& path) {
   const auto get = [&](const char* key) -> const json& {
@@ -186,7 +186,7 @@ optimizers::OptimizerState optimizer_from_json(const json& j, const std::string&
         number_in(value, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max(),
                   false, where, child(scalars_path, name));
   }
-  if (state.name == "LossScaleOptimizer") check_loss_scale_scalars(scalars, where, scalars_path);
+  if (state.name == "loss_scale_optimizer") check_loss_scale_scalars(scalars, where, scalars_path);
   const json& slots = field(j, "slots", json::value_t::array, where, path);
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const std::string slot_path = child(path, "slots") + "[" + std::to_string(i) + "]";

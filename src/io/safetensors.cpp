@@ -146,7 +146,18 @@ Entry parse_entry(const std::string& name, const json& e, std::string_view sourc
 // unchecked; a table that does not name exactly the file's tensors is an error.
 void attach_checksums(Header& h, std::string_view source) {
   const auto it = h.metadata.find(detail::kChecksumKey);
-  if (it == h.metadata.end()) return;
+  if (it == h.metadata.end()) {
+    // A damaged key must not turn the checks off: an entry whose name is a few edits from the
+    // table's, or whose value is a checksum table, is the table with a changed byte.
+    for (const auto& [key, value] : h.metadata) {
+      if (detail::looks_like_checksum_entry(key, value)) {
+        bad(source, "__metadata__ entry '" + key.substr(0, 40) + "' is a damaged " +
+                        detail::kChecksumKey + " (the file is corrupt); restore it from a copy " +
+                        "or write it again");
+      }
+    }
+    return;
+  }
   std::string problem;
   const auto table = detail::parse_checksum_table(it->second, problem);
   if (!table) bad(source, std::string("__metadata__.") + detail::kChecksumKey + " " + problem);

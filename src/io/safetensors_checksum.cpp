@@ -1,8 +1,10 @@
 // Checksums in safetensors metadata (safetensors_checksum.h).
 #include "io/safetensors_checksum.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "io/crc32c.h"
 #include "io/json_limits.h"
@@ -37,6 +39,37 @@ std::uint32_t metadata_crc(const Metadata& metadata) {
     crc = add_field(crc, value);
   }
   return crc;
+}
+
+bool looks_like_checksum_entry(std::string_view key, std::string_view value) {
+  // Levenshtein distance to kChecksumKey, for keys short enough to be a damaged one.
+  const std::string_view target = kChecksumKey;
+  if (key.size() <= target.size() + 3) {
+    std::vector<std::size_t> row(target.size() + 1);
+    for (std::size_t j = 0; j <= target.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= key.size(); ++i) {
+      std::size_t diagonal = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= target.size(); ++j) {
+        const std::size_t above = row[j];
+        row[j] = std::min(
+            {row[j] + 1, row[j - 1] + 1, diagonal + (key[i - 1] == target[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    if (row[target.size()] <= 3) return true;
+  }
+  // A value holding `":"` then 8 hexadecimal digits and a quote: an entry of a table.
+  if (value.empty() || value.front() != '{') return false;
+  for (std::size_t at = value.find("\":\""); at != std::string_view::npos;
+       at = value.find("\":\"", at + 1)) {
+    const std::string_view digits = value.substr(at + 3, 9);
+    if (digits.size() == 9 && digits[8] == '"' &&
+        digits.substr(0, 8).find_first_not_of("0123456789abcdef") == std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string crc_text(std::uint32_t crc) {

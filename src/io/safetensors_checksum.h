@@ -35,6 +35,10 @@ std::uint32_t metadata_crc(const Metadata& metadata);
 // "1a2b3c4d".
 std::string crc_text(std::uint32_t crc);
 
+// Whether a metadata entry that is not kChecksumKey is one with a changed byte: its key within 3
+// edits of kChecksumKey, or its value shaped like a table ({"...":"8 hex digits"...}).
+bool looks_like_checksum_entry(std::string_view key, std::string_view value);
+
 // The checksum table as the JSON text stored under kChecksumKey, and back. The parse returns
 // nothing and sets `problem` for a value that is not a flat JSON object of 8-hex-digit strings.
 std::string checksum_table_text(const std::map<std::string, std::uint32_t>& table);
