@@ -81,6 +81,8 @@ void BackupAndRestore::on_train_begin(const Logs& logs) {
   (void)logs;
   restored_.reset();
   restored_from_.reset();
+  deletable_.clear();
+  kept_.clear();
   batches_seen_ = 0;
   std::error_code ec;
   std::filesystem::create_directories(options_.backup_dir, ec);
@@ -90,16 +92,38 @@ void BackupAndRestore::on_train_begin(const Logs& logs) {
   }
   const std::vector<std::filesystem::path> files = checkpoints();
   next_number_ = files.empty() ? 1 : *checkpoint_number(files.back()) + 1;
+  if (options_.restart) {
+    kept_.insert(files.begin(), files.end());
+    return;
+  }
   // Newest first; an unreadable file (IOError) falls back to the one before it.
+  std::vector<std::string> failures;
   for (auto it = files.rbegin(); it != files.rend(); ++it) {
     try {
-      restored_ = io::load_checkpoint(model(), *it);
+      restored_ = io::load_checkpoint(model(), *it, options_.load_options);
       restored_from_ = *it;
+      deletable_.insert(*it);
       break;
     } catch (const IOError& e) {
+      kept_.insert(*it);
+      failures.emplace_back(e.what());
       log(LogLevel::warning,
           std::string("BackupAndRestore: skipping an unreadable checkpoint: ") + e.what());
     }
+  }
+  if (!files.empty() && !restored_) {
+    // Asked to resume and nothing to resume from: starting over would lose the run (and the
+    // rotation used to delete the files). Every file's reason, on one line.
+    std::string message = "BackupAndRestore: " + options_.backup_dir.string() + " holds " +
+                          std::to_string(files.size()) + " checkpoint" +
+                          (files.size() == 1 ? "" : "s") + " and none can be restored (";
+    for (std::size_t i = 0; i < failures.size(); ++i) {
+      message += (i ? "; " : "") + failures[i];
+    }
+    message +=
+        "); nothing was changed. To start a new run, use another directory, or restart in this "
+        "one (--restart; BackupAndRestoreOptions::restart), which keeps these files";
+    throw IOError(message);
   }
   if (restored_ && options_.verbose) {
     std::cout << "BackupAndRestore: resuming from " << restored_from_->string() << " (epoch "
@@ -117,27 +141,50 @@ void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs& logs) 
   if (every_batches_ > 0 && ++batches_seen_ % every_batches_ == 0) backup();
 }
 
-void BackupAndRestore::backup() {
-  ++next_number_;                       // the same numbering on every rank
-  if (!detail::writes_files()) return;  // data-parallel: rank 0 writes, every rank restores
+void BackupAndRestore::backup() { (void)backup_now(); }
+
+std::filesystem::path BackupAndRestore::backup_now() {
+  ++next_number_;  // the same numbering on every rank
   const std::filesystem::path path =
       options_.backup_dir / (kPrefix + std::to_string(next_number_ - 1) + kSuffix);
+  if (!detail::writes_files()) return path;  // data-parallel: rank 0 writes, every rank restores
   io::save_checkpoint(model(), path);
+  deletable_.insert(path);
+  kept_.erase(path);
   if (options_.verbose) std::cout << "BackupAndRestore: saved " << path.string() << "\n";
-  std::vector<std::filesystem::path> files = checkpoints();
-  for (std::size_t i = 0; i + static_cast<std::size_t>(options_.max_to_keep) < files.size(); ++i) {
+  remove_old(static_cast<std::size_t>(options_.max_to_keep));
+  return path;
+}
+
+bool BackupAndRestore::may_delete(const std::filesystem::path& p) {
+  if (deletable_.contains(p)) return true;
+  if (kept_.contains(p)) return false;
+  // Neither written nor tried by this run (an older checkpoint of it): deleted only when it can
+  // be read; the verdict is remembered.
+  try {
+    (void)io::read_checkpoint_info(p);
+    deletable_.insert(p);
+    return true;
+  } catch (const Error&) {
+    kept_.insert(p);
+    return false;
+  }
+}
+
+void BackupAndRestore::remove_old(std::size_t keep) {
+  const std::vector<std::filesystem::path> files = checkpoints();
+  for (std::size_t i = 0; i + keep < files.size(); ++i) {
+    if (!may_delete(files[i])) continue;
     std::error_code ignored;
     std::filesystem::remove(files[i], ignored);
+    deletable_.erase(files[i]);
   }
 }
 
 void BackupAndRestore::on_train_end(const Logs& logs) {
   (void)logs;
   if (!options_.delete_checkpoint || !detail::writes_files()) return;
-  for (const std::filesystem::path& p : checkpoints()) {
-    std::error_code ignored;
-    std::filesystem::remove(p, ignored);
-  }
+  remove_old(0);
 }
 
 }  // namespace mixprec::callbacks

@@ -1,6 +1,7 @@
 // Training checkpoints (include/mixprec/io/checkpoint.h): capture, validation, restore.
 #include "mixprec/io/checkpoint.h"
 
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -8,10 +9,13 @@
 #include <vector>
 
 #include "io/checkpoint_state.h"
+#include "io/json_limits.h"
+#include "io/nonfinite.h"
 #include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
+#include "mixprec/mixed_precision/policy.h"
 #include "mixprec/models/model.h"
 #include "models/fit_run.h"
 #include "models/model_impl.h"
@@ -25,6 +29,7 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "mixprec-checkpoint";
 constexpr const char* kVersion = "1";
+constexpr std::size_t kMaxStateDepth = 32;
 
 // Every layer that owns a generator, by name, nested models included.
 void collect_generators(const layers::Layer& layer, std::map<std::string, Generator*>& out) {
@@ -43,20 +48,46 @@ optimizers::Optimizer compiled_optimizer(const Model& model, const std::string& 
   return opt;
 }
 
-CheckpointInfo info_from(const json& state, const std::string& where) {
+// "learning_rate" (written when the optimizer's rate is a constant): a finite number >= 0.
+void check_learning_rate(const json& state, const std::string& where) {
+  if (!state.contains("learning_rate")) return;
+  const json& rate = state["learning_rate"];
+  if (!rate.is_number() || !std::isfinite(rate.get<double>()) || rate.get<double>() < 0) {
+    throw IOError(where + ": state.learning_rate: must be a finite number >= 0, got " +
+                  (rate.is_number() ? detail::format_number(rate.get<double>())
+                                    : std::string("a JSON ") + rate.type_name()));
+  }
+}
+
+// What a checkpoint holds, every field read and range-checked (IOError naming the file and the
+// field's path otherwise).
+CheckpointInfo info_from(const json& state, const TensorList& tensors, const std::string& where) {
   CheckpointInfo info;
-  info.model_name = state.value("model", "");
-  const json& opt = state.at("optimizer");
-  info.optimizer = opt.value("name", "");
-  info.iterations = opt.value("iterations", std::int64_t{0});
-  if (opt.contains("scalars") && opt["scalars"].contains("loss_scale")) {
-    info.loss_scale = opt["scalars"]["loss_scale"].get<double>();
+  if (state.contains("model")) {
+    if (!state["model"].is_string()) throw IOError(where + ": state.model: must be a string");
+    info.model_name = state["model"].get<std::string>();
+  }
+  const optimizers::OptimizerState opt =
+      detail::optimizer_from_json(state.at("optimizer"), "optimizer/", tensors, where);
+  info.optimizer = opt.name;
+  info.iterations = opt.iterations;
+  if (const auto it = opt.scalars.find("loss_scale"); it != opt.scalars.end()) {
+    info.loss_scale = it->second;
   }
   info.world_size = detail::world_size_from_json(state, where);
-  if (state.contains("position") && state["position"].is_object()) {
+  check_learning_rate(state, where);
+  if (state.contains("policy")) {
+    const json& policy = state["policy"];
+    if (!policy.is_string() || policy.get_ref<const std::string&>().size() > 64) {
+      throw IOError(where + ": state.policy: must be a policy name (a string)");
+    }
+    info.policy = policy.get<std::string>();
+  }
+  if (state.contains("position")) {
+    const models::ResumePoint p = detail::position_from_json(state["position"], nullptr, where);
     info.in_fit = true;
-    info.epoch = state["position"].value("epoch", 0);
-    info.step = state["position"].value("step", std::int64_t{0});
+    info.epoch = p.epoch;
+    info.step = p.step;
   }
   return info;
 }
@@ -78,10 +109,16 @@ json state_of(const SafetensorsContents& file, const std::string& where) {
   }
   const auto text = file.metadata.find("state");
   if (text == file.metadata.end()) throw IOError(where + ": the checkpoint has no \"state\"");
-  json state = json::parse(text->second, nullptr, false);
-  if (state.is_discarded() || !state.is_object() || !state.contains("optimizer")) {
-    throw IOError(where + ": the checkpoint's \"state\" is not a valid JSON object");
+  // Checked on the text: the state is about 6 levels deep (a LossScaleOptimizer's inner state
+  // inside it), and nothing may walk a deeper value, whether a key is read or not.
+  if (const std::string deep = json_depth_problem(text->second, kMaxStateDepth); !deep.empty()) {
+    throw IOError(where + ": __metadata__.state " + deep);
   }
+  json state = json::parse(text->second, nullptr, false);
+  if (state.is_discarded() || !state.is_object()) {
+    throw IOError(where + ": __metadata__.state is not a valid JSON object");
+  }
+  if (!state.contains("optimizer")) throw IOError(where + ": state: missing \"optimizer\"");
   return state;
 }
 
@@ -130,6 +167,7 @@ void save_checkpoint(const Model& model, const std::filesystem::path& path) {
   json state;
   state["model"] = model.name();
   state["world_size"] = distributed::world_size();
+  state["policy"] = mixed_precision::global_policy().name();
   state["optimizer"] = detail::optimizer_to_json(opt.get_state(), "optimizer/", tensors);
   if (!opt.learning_rate_is_schedule()) state["learning_rate"] = opt.learning_rate();
   state["default_generator"] = detail::generator_to_json(default_generator().state());
@@ -146,7 +184,8 @@ void save_checkpoint(const Model& model, const std::filesystem::path& path) {
                    {{"format", kFormat}, {"version", kVersion}, {"state", state.dump()}});
 }
 
-CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path) {
+CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path,
+                               const LoadOptions& options) {
   const std::string where = path.string();
   optimizers::Optimizer opt = compiled_optimizer(model, "load_checkpoint");
   const SafetensorsContents file = load_safetensors(path);
@@ -157,6 +196,8 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path) 
   detail::check_world_size(detail::world_size_from_json(state, where), distributed::world_size(),
                            where);
   const std::vector<Tensor> weights = matched_weights(model, file.tensors, where);
+  // The weights and the optimizer's slots: a NaN in either trains on as NaN.
+  detail::check_finite(file.tensors, "", options, where);
   const optimizers::OptimizerState opt_state =
       detail::optimizer_from_json(state.at("optimizer"), "optimizer/", file.tensors, where);
   if (opt_state.name != opt.name()) {
@@ -165,7 +206,8 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path) 
                      "'; compile it with the optimizer it was trained with");
   }
   const GeneratorState default_state = detail::generator_from_json(
-      state.contains("default_generator") ? state["default_generator"] : json(), where);
+      state.contains("default_generator") ? state["default_generator"] : json(), where,
+      "state.default_generator");
   std::map<std::string, Generator*> generators;
   collect_generators(model, generators);
   std::map<std::string, GeneratorState> generator_states;
@@ -174,32 +216,38 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path) 
       throw ValueError(where + ": layer '" + name + "' has its own random generator, which the " +
                        "checkpoint does not hold; is it a checkpoint of another model?");
     }
-    generator_states[name] = detail::generator_from_json(state["generators"][name], where);
+    generator_states[name] =
+        detail::generator_from_json(state["generators"][name], where, "state.generators." + name);
   }
   models::FitRun* run = model.model_impl().fit_run;
   std::optional<models::ResumePoint> resume;
   if (run && state.contains("position")) {
-    resume = detail::position_from_json(state["position"], *run, where);
+    resume = detail::position_from_json(state["position"], run, where);
   }
-  const bool has_rate = state.contains("learning_rate") && state["learning_rate"].is_number();
+  const bool has_rate = state.contains("learning_rate");
+  check_learning_rate(state, where);
   if (has_rate && opt.learning_rate_is_schedule()) {
     throw ValueError(where + ": the checkpoint holds a constant learning rate but the optimizer " +
                      "has a schedule; compile it with the optimizer it was trained with");
   }
 
-  opt.set_state(opt_state);  // validates its slots against what it has seen before writing
+  try {
+    opt.set_state(opt_state);  // validates its slots against what it has seen before writing
+  } catch (const ValueError& e) {
+    throw ValueError(where + ": state.optimizer: " + e.what());
+  }
   model.set_weights(weights);
   if (has_rate) opt.set_learning_rate(state["learning_rate"].get<double>());
   default_generator().set_state(default_state);
   for (const auto& [name, g] : generators) g->set_state(generator_states[name]);
   if (resume) run->resume = resume;
-  return info_from(state, where);
+  return info_from(state, file.tensors, where);
 }
 
 CheckpointInfo read_checkpoint_info(const std::filesystem::path& path) {
   const SafetensorsContents file = load_safetensors(path);
   try {
-    return info_from(state_of(file, path.string()), path.string());
+    return info_from(state_of(file, path.string()), file.tensors, path.string());
   } catch (const json::exception& e) {
     throw IOError(path.string() + ": the checkpoint's state is malformed (" + e.what() + ")");
   }

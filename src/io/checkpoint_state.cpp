@@ -1,6 +1,14 @@
 // The JSON side of a training checkpoint (src/io/checkpoint_state.h).
+//
+// Every value is checked against its range here, where the file and the field's path are known
+// ("ckpt-3.safetensors: state.optimizer.scalars.loss_scale: must be a number in (0, 1.70141e+38],
+// got 1e+40"); nothing is clamped or truncated into range, and a number too large for its type
+// (an epoch of 2^32 + 2, an iteration count of 2^63) is out of range, not wrapped.
 #include "io/checkpoint_state.h"
 
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <string>
 
 #include "mixprec/error.h"
@@ -11,29 +19,139 @@ namespace {
 
 using nlohmann::json;
 
-[[noreturn]] void bad(const std::string& where, const std::string& problem) {
-  throw IOError(where + ": " + problem);
+// The largest loss scale a LossScaleOptimizer holds (src/optimizers/loss_scale.cpp: 2^127).
+constexpr double kMaxLossScale = 0x1p127;
+// Counters stored as JSON numbers read back as doubles by the optimizer: integers up to 2^53
+// are exact.
+constexpr std::int64_t kMaxCounter = std::int64_t{1} << 53;
+
+[[noreturn]] void bad(const std::string& where, const std::string& path,
+                      const std::string& problem) {
+  throw IOError(where + ": " + path + ": " + problem);
 }
 
-const json& field(const json& j, const char* key, json::value_t type, const std::string& where) {
-  if (!j.is_object() || !j.contains(key)) bad(where, std::string("missing \"") + key + "\"");
+// A number as a message shows it: integers in full (at most 20 digits), others with %g (1e-50,
+// not 0.000000; 1e+300, not 300 digits); anything else by its JSON type.
+std::string shown(const json& v) {
+  if (v.is_number_unsigned()) return std::to_string(v.get<std::uint64_t>());
+  if (v.is_number_integer()) return std::to_string(v.get<std::int64_t>());
+  if (v.is_number_float()) return format_number(v.get<double>());
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    return s.size() > 24 ? "a string \"" + s.substr(0, 21) + "...\"" : "\"" + s + "\"";
+  }
+  return std::string("a JSON ") + v.type_name();
+}
+
+std::string child(const std::string& path, const std::string& key) { return path + "." + key; }
+
+const json& field(const json& j, const char* key, json::value_t type, const std::string& where,
+                  const std::string& path) {
+  if (!j.is_object()) bad(where, path, std::string("expected an object, got ") + shown(j));
+  if (!j.contains(key)) bad(where, path, std::string("missing \"") + key + "\"");
   const json& v = j.at(key);
   const bool ok = v.type() == type || (type == json::value_t::number_float && v.is_number()) ||
                   (type == json::value_t::number_integer && v.is_number_integer()) ||
                   (type == json::value_t::number_unsigned && v.is_number_unsigned());
-  if (!ok) bad(where, std::string("\"") + key + "\" has the wrong type");
+  if (!ok) {
+    const char* expected = type == json::value_t::string           ? "a string"
+                           : type == json::value_t::object         ? "an object"
+                           : type == json::value_t::array          ? "an array"
+                           : type == json::value_t::boolean        ? "true or false"
+                           : type == json::value_t::number_float   ? "a number"
+                           : type == json::value_t::number_integer ? "an integer"
+                                                                   : "a non-negative integer";
+    bad(where, child(path, key), std::string("must be ") + expected + ", got " + shown(v));
+  }
   return v;
 }
 
+// An integer field in [lo, hi]; a float, or an integer beyond int64 (JSON unsigned), is refused
+// with its value rather than converted.
+std::int64_t integer_in(const json& j, const char* key, std::int64_t lo, std::int64_t hi,
+                        const std::string& where, const std::string& path) {
+  if (!j.is_object()) bad(where, path, std::string("expected an object, got ") + shown(j));
+  if (!j.contains(key)) bad(where, path, std::string("missing \"") + key + "\"");
+  const json& v = j.at(key);
+  const auto out_of_range = [&] {
+    bad(where, child(path, key),
+        "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " +
+            shown(v));
+  };
+  if (!v.is_number_integer()) out_of_range();
+  if (v.is_number_unsigned() &&
+      v.get<std::uint64_t>() >
+          static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+    out_of_range();
+  }
+  const std::int64_t n = v.get<std::int64_t>();
+  if (n < lo || n > hi) out_of_range();
+  return n;
+}
+
+// A finite number field in [lo, hi] (lo excluded when `open_low`).
+double number_in(const json& v, double lo, double hi, bool open_low, const std::string& where,
+                 const std::string& path) {
+  const bool ok = v.is_number() && std::isfinite(v.get<double>()) &&
+                  (open_low ? v.get<double>() > lo : v.get<double>() >= lo) &&
+                  v.get<double>() <= hi;
+  if (!ok) {
+    bad(where, path,
+        "must be a number in " + std::string(open_low ? "(" : "[") + format_number(lo) + ", " +
+            format_number(hi) + "], got " + shown(v));
+  }
+  return v.get<double>();
+}
+
 const Tensor& find_tensor(const TensorList& tensors, const std::string& name,
-                          const std::string& where) {
+                          const std::string& where, const std::string& path) {
   for (const auto& [n, t] : tensors) {
     if (n == name) return t;
   }
-  bad(where, "the tensor '" + name + "' is missing");
+  bad(where, path, "the tensor '" + name + "' is missing");
+}
+
+// The ranges of a LossScaleOptimizer's scalars ("loss_scale_optimizer") (its set_state checks them
+// again, without the file's name).
+void check_loss_scale_scalars(const json& scalars, const std::string& where,
+                              const std::string& path) {
+  const auto get = [&](const char* key) -> const json& {
+    if (!scalars.contains(key)) bad(where, path, std::string("missing \"") + key + "\"");
+    return scalars.at(key);
+  };
+  number_in(get("loss_scale"), 0.0, kMaxLossScale, true, where, child(path, "loss_scale"));
+  if (static_cast<float>(get("loss_scale").get<double>()) == 0.0f) {
+    bad(where, child(path, "loss_scale"),
+        "must be at least the smallest float32, got " + shown(get("loss_scale")));
+  }
+  double counts[3];
+  const char* counters[] = {"dynamic_counter", "skipped_steps", "consecutive_skipped_steps"};
+  for (int i = 0; i < 3; ++i) {
+    counts[i] = number_in(get(counters[i]), 0.0, static_cast<double>(kMaxCounter), false, where,
+                          child(path, counters[i]));
+    if (std::floor(counts[i]) != counts[i]) {
+      bad(where, child(path, counters[i]),
+          "must be a whole number, got " + shown(get(counters[i])));
+    }
+  }
+  if (counts[2] > counts[1]) {
+    bad(where, child(path, "consecutive_skipped_steps"),
+        "is " + format_number(counts[2]) + ", more than skipped_steps " + format_number(counts[1]));
+  }
+  const double last =
+      number_in(get("last_step_skipped"), 0.0, 1.0, false, where, child(path, "last_step_skipped"));
+  if (last != 0.0 && last != 1.0) {
+    bad(where, child(path, "last_step_skipped"), "must be 0 or 1, got " + format_number(last));
+  }
 }
 
 }  // namespace
+
+std::string format_number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
 
 json optimizer_to_json(const optimizers::OptimizerState& state, const std::string& prefix,
                        TensorList& tensors) {
@@ -56,26 +174,32 @@ json optimizer_to_json(const optimizers::OptimizerState& state, const std::strin
 }
 
 optimizers::OptimizerState optimizer_from_json(const json& j, const std::string& prefix,
-                                               const TensorList& tensors,
-                                               const std::string& where) {
+                                               const TensorList& tensors, const std::string& where,
+                                               const std::string& path) {
   optimizers::OptimizerState state;
-  state.name = field(j, "name", json::value_t::string, where).get<std::string>();
-  state.iterations =
-      field(j, "iterations", json::value_t::number_integer, where).get<std::int64_t>();
-  if (state.iterations < 0) bad(where, "negative optimizer iterations");
-  for (const auto& [name, value] : field(j, "scalars", json::value_t::object, where).items()) {
-    if (!value.is_number()) bad(where, "optimizer scalar '" + name + "' is not a number");
-    state.scalars[name] = value.get<double>();
+  state.name = field(j, "name", json::value_t::string, where, path).get<std::string>();
+  state.iterations = integer_in(j, "iterations", 0, kMaxCounter, where, path);
+  const std::string scalars_path = child(path, "scalars");
+  const json& scalars = field(j, "scalars", json::value_t::object, where, path);
+  for (const auto& [name, value] : scalars.items()) {
+    state.scalars[name] =
+        number_in(value, -std::numeric_limits<double>::max(), std::numeric_limits<double>::max(),
+                  false, where, child(scalars_path, name));
   }
-  for (const json& slot : field(j, "slots", json::value_t::array, where)) {
-    if (!slot.is_string()) bad(where, "an optimizer slot name is not a string");
-    const std::string name = slot.get<std::string>();
-    state.slots.push_back({name, find_tensor(tensors, prefix + name, where)});
+  if (state.name == "loss_scale_optimizer") check_loss_scale_scalars(scalars, where, scalars_path);
+  const json& slots = field(j, "slots", json::value_t::array, where, path);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const std::string slot_path = child(path, "slots") + "[" + std::to_string(i) + "]";
+    if (!slots[i].is_string()) bad(where, slot_path, "must be a string, got " + shown(slots[i]));
+    const std::string name = slots[i].get<std::string>();
+    state.slots.push_back({name, find_tensor(tensors, prefix + name, where, slot_path)});
   }
-  const json& inner = field(j, "inner", json::value_t::array, where);
+  const json& inner = field(j, "inner", json::value_t::array, where, path);
   for (std::size_t i = 0; i < inner.size(); ++i) {
     const std::string inner_prefix = prefix + "inner" + (i ? std::to_string(i) : "") + "/";
-    state.inner.push_back(optimizer_from_json(inner[i], inner_prefix, tensors, where));
+    state.inner.push_back(
+        optimizer_from_json(inner[i], inner_prefix, tensors, where,
+                            child(path, "inner") + "[" + std::to_string(i) + "]"));
   }
   return state;
 }
@@ -86,19 +210,28 @@ json generator_to_json(const GeneratorState& state) {
   return {{"words", words}, {"has_spare", state.has_spare}, {"spare", state.spare}};
 }
 
-GeneratorState generator_from_json(const json& j, const std::string& where) {
+GeneratorState generator_from_json(const json& j, const std::string& where,
+                                   const std::string& path) {
   GeneratorState state;
-  const json& words = field(j, "words", json::value_t::array, where);
-  if (words.size() != state.words.size()) bad(where, "a generator state needs 4 words");
+  const json& words = field(j, "words", json::value_t::array, where, path);
+  if (words.size() != state.words.size()) {
+    bad(where, child(path, "words"),
+        "a generator state needs 4 words, got " + std::to_string(words.size()));
+  }
   for (std::size_t i = 0; i < state.words.size(); ++i) {
-    if (!words[i].is_number_unsigned()) bad(where, "a generator word is not an unsigned integer");
+    if (!words[i].is_number_unsigned()) {
+      bad(where, child(path, "words") + "[" + std::to_string(i) + "]",
+          "must be an unsigned 64-bit integer, got " + shown(words[i]));
+    }
     state.words[i] = words[i].get<std::uint64_t>();
   }
   if (state.words[0] == 0 && state.words[1] == 0 && state.words[2] == 0 && state.words[3] == 0) {
-    bad(where, "a generator state is all zero");
+    bad(where, child(path, "words"), "a generator state is all zero");
   }
-  state.has_spare = field(j, "has_spare", json::value_t::boolean, where).get<bool>();
-  state.spare = field(j, "spare", json::value_t::number_float, where).get<double>();
+  state.has_spare = field(j, "has_spare", json::value_t::boolean, where, path).get<bool>();
+  state.spare = number_in(field(j, "spare", json::value_t::number_float, where, path),
+                          -std::numeric_limits<double>::max(), std::numeric_limits<double>::max(),
+                          false, where, child(path, "spare"));
   return state;
 }
 
@@ -111,22 +244,23 @@ json position_to_json(const models::FitRun& run) {
           {"steps_per_epoch", run.steps}};
 }
 
-models::ResumePoint position_from_json(const json& j, const models::FitRun& run,
+models::ResumePoint position_from_json(const json& j, const models::FitRun* run,
                                        const std::string& where) {
+  const std::string path = "state.position";
   models::ResumePoint p;
-  p.epoch = field(j, "epoch", json::value_t::number_integer, where).get<int>();
-  p.step = field(j, "step", json::value_t::number_integer, where).get<std::int64_t>();
-  p.loader_state = generator_from_json(field(j, "loader", json::value_t::object, where), where);
-  const auto batch_size =
-      field(j, "batch_size", json::value_t::number_integer, where).get<std::int64_t>();
-  const auto steps =
-      field(j, "steps_per_epoch", json::value_t::number_integer, where).get<std::int64_t>();
-  if (p.epoch < 0 || p.step < 0 || p.step >= steps) bad(where, "the position is out of range");
-  if (batch_size != run.batch_size || steps != run.steps) {
+  p.epoch =
+      static_cast<int>(integer_in(j, "epoch", 0, std::numeric_limits<int>::max(), where, path));
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t batch_size = integer_in(j, "batch_size", 1, max, where, path);
+  const std::int64_t steps = integer_in(j, "steps_per_epoch", 1, max, where, path);
+  p.step = integer_in(j, "step", 0, steps - 1, where, path);
+  p.loader_state = generator_from_json(field(j, "loader", json::value_t::object, where, path),
+                                       where, child(path, "loader"));
+  if (run && (batch_size != run->batch_size || steps != run->steps)) {
     throw ValueError(where + ": the checkpoint was taken with batch_size " +
                      std::to_string(batch_size) + " and " + std::to_string(steps) +
                      " batches per epoch, this fit() has batch_size " +
-                     std::to_string(run.batch_size) + " and " + std::to_string(run.steps) +
+                     std::to_string(run->batch_size) + " and " + std::to_string(run->steps) +
                      "; resume with the same data and batch size, or start a new run in "
                      "another directory");
   }
@@ -135,11 +269,7 @@ models::ResumePoint position_from_json(const json& j, const models::FitRun& run,
 
 int world_size_from_json(const json& state, const std::string& where) {
   if (!state.is_object() || !state.contains("world_size")) return 1;
-  const json& v = state.at("world_size");
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > (1 << 24)) {
-    bad(where, "\"world_size\" is not a positive integer");
-  }
-  return v.get<int>();
+  return static_cast<int>(integer_in(state, "world_size", 1, 1 << 24, where, "state"));
 }
 
 void check_world_size(int saved, int current, const std::string& where) {

@@ -21,18 +21,26 @@ using TensorList = std::vector<std::pair<std::string, Tensor>>;
 // "optimizer/inner/velocity/3").
 nlohmann::json optimizer_to_json(const optimizers::OptimizerState& state, const std::string& prefix,
                                  TensorList& tensors);
-// The inverse: the slots are looked up by name in `tensors`. ValueError "<where>: ..." for a
-// malformed tree or a missing slot tensor.
+// The inverse: the slots are looked up by name in `tensors`. IOError "<where>: <path>.<key>: ..."
+// for a malformed tree, a value out of its range (iterations, a LossScaleOptimizer's loss scale
+// and counters) or a missing slot tensor; `path` is the tree's place in the state
+// ("state.optimizer").
 optimizers::OptimizerState optimizer_from_json(const nlohmann::json& j, const std::string& prefix,
-                                               const TensorList& tensors, const std::string& where);
+                                               const TensorList& tensors, const std::string& where,
+                                               const std::string& path = "state.optimizer");
 
 nlohmann::json generator_to_json(const GeneratorState& state);
-GeneratorState generator_from_json(const nlohmann::json& j, const std::string& where);
+GeneratorState generator_from_json(const nlohmann::json& j, const std::string& where,
+                                   const std::string& path);
 
 nlohmann::json position_to_json(const models::FitRun& run);
-// Checks `j` against the running fit() (batch size and batches per epoch) and returns the point.
-models::ResumePoint position_from_json(const nlohmann::json& j, const models::FitRun& run,
+// The point fit() continues from, each field in its range (IOError naming it); with a `run`,
+// also checked against the running fit() (batch size and batches per epoch: ValueError).
+models::ResumePoint position_from_json(const nlohmann::json& j, const models::FitRun* run,
                                        const std::string& where);
+
+// A number as messages show it: printf's %g (1e-50, 1e+40).
+std::string format_number(double value);
 
 // The world size a checkpoint's state records ("world_size"; 1 when absent: checkpoints written
 // before the field, all by one process). IOError for a value that is not a positive integer.

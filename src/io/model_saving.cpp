@@ -13,7 +13,10 @@
 #include <system_error>
 
 #include "io/atomic_file.h"
+#include "io/json_limits.h"
+#include "io/weights.h"
 #include "mixprec/error.h"
+#include "mixprec/io/safetensors.h"
 #include "mixprec/logging.h"
 #include "mixprec/models/model_config.h"
 #include "mixprec/models/saving.h"
@@ -26,6 +29,8 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "mixprec-saved-model";
 constexpr std::uintmax_t kMaxConfigBytes = 64u << 20;  // a ResNet-50 config is ~200 KB
+// The levels config.json adds around the model config ({"model": ...}).
+constexpr std::size_t kConfigWrapperDepth = 2;
 
 std::string read_config(const std::filesystem::path& path) {
   std::error_code ec;
@@ -122,9 +127,18 @@ void Model::save(const std::filesystem::path& dir) const {
   remove_quietly(old);
 }
 
-Model load_model(const std::filesystem::path& dir) {
+Model load_model(const std::filesystem::path& dir, const LoadOptions& options) {
   const std::filesystem::path config_path = dir / "config.json";
-  const json config = json::parse(read_config(config_path), nullptr, false);
+  const std::string text = read_config(config_path);
+  // Checked on the text, before anything (the parser, dump(), a visitor) walks the document: a
+  // deep value under any key, read or ignored, must not reach a recursion.
+  const ModelConfigLimits defaults;
+  const std::size_t max_depth =
+      kConfigWrapperDepth + 16 + 8 * static_cast<std::size_t>(std::max(0, defaults.max_nesting));
+  if (const std::string deep = io::json_depth_problem(text, max_depth); !deep.empty()) {
+    throw IOError(config_path.string() + ": the saved model's config " + deep);
+  }
+  const json config = json::parse(text, nullptr, false);
   if (config.is_discarded() || !config.is_object()) {
     throw IOError(config_path.string() + ": not valid JSON");
   }
@@ -136,27 +150,31 @@ Model load_model(const std::filesystem::path& dir) {
     throw IOError(config_path.string() +
                   ": unsupported saved-model version (this mixprec reads 1)");
   }
-  // The weights file bounds the model the config may build: every variable is stored there with
-  // at least 2 bytes an element, so a config that claims more parameters than the file can hold
-  // is refused before any variable is allocated.
+  // The weights file is read (and its checksums verified) before the config builds anything: a
+  // bad weights file is blamed on itself, not on the model the config describes. Its element
+  // count then bounds the model the config may build, so that a config claiming more parameters
+  // than the file holds is refused before any variable is allocated.
   const std::filesystem::path weights_path = dir / "model.safetensors";
-  std::error_code ec;
-  const std::uintmax_t weights_bytes = std::filesystem::file_size(weights_path, ec);
-  if (ec) {
-    throw IOError(weights_path.string() +
-                  ": cannot read the saved model's weights: " + ec.message());
-  }
+  const io::SafetensorsContents weights = io::load_safetensors(weights_path);
+  double stored = 0;
+  for (const auto& [name, t] : weights.tensors) stored += static_cast<double>(t.numel());
   ModelConfigLimits limits;
-  limits.max_params = static_cast<std::int64_t>(
-      std::min<std::uintmax_t>(static_cast<std::uintmax_t>(limits.max_params), weights_bytes / 2));
+  const bool bounded_by_file = stored < static_cast<double>(limits.max_params);
+  if (bounded_by_file) limits.max_params = static_cast<std::int64_t>(stored);
   Model model = [&] {
     try {
       return model_from_json(config["model"].dump(), limits);
     } catch (const ValueError& e) {
-      throw ValueError(config_path.string() + ": " + e.what());
+      throw ValueError(config_path.string() + ": " + e.what() +
+                       (bounded_by_file && std::string_view(e.what()).find("max_params") !=
+                                               std::string_view::npos
+                            ? " (the limit is the " + std::to_string(limits.max_params) +
+                                  " values of " + weights_path.string() +
+                                  "; do the config and the weights belong to the same model?)"
+                            : std::string()));
     }
   }();
-  model.load_weights(weights_path);
+  io::detail::apply_weights(model, weights, weights_path.string(), options);
   if (config.contains("compile") && !config["compile"].is_null()) {
     try {
       model.compile(compile_options_from_json(config["compile"].dump()));

@@ -7,11 +7,15 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 
 #include "io/atomic_file.h"
+#include "io/crc32c.h"
+#include "io/json_limits.h"
+#include "io/safetensors_checksum.h"
 #include "mixprec/creation.h"
 #include "mixprec/error.h"
 
@@ -24,16 +28,19 @@ namespace {
 
 using nlohmann::json;
 
+constexpr std::size_t kMaxHeaderDepth = 8;
+
 struct Entry {
   std::string name;
   DType dtype = DType::float32;
   Shape shape;
   std::uint64_t begin = 0, end = 0;
+  std::optional<std::uint32_t> crc;  // the stored checksum (files written by mixprec)
 };
 
 struct Header {
   std::vector<Entry> entries;  // sorted by begin
-  Metadata metadata;
+  Metadata metadata;           // without the checksum table
 };
 
 constexpr std::pair<const char*, DType> kDTypes[] = {
@@ -61,6 +68,11 @@ std::optional<DType> dtype_of(const std::string& code) {
 
 // The JSON text, refusing repeated names at the top level (nlohmann would keep the last one).
 json parse_json(std::string_view text, std::string_view source) {
+  // A header is {"name": {"shape": [...]}, "__metadata__": {...}}: three levels. The bound is
+  // checked on the text, before the parser or any walk of the document sees a deep value.
+  if (const std::string deep = json_depth_problem(text, kMaxHeaderDepth); !deep.empty()) {
+    bad(source, "the header " + deep + " (a safetensors header has 3 levels)");
+  }
   std::set<std::string> names;
   std::string repeated;
   const json::parser_callback_t check = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -129,6 +141,64 @@ Entry parse_entry(const std::string& name, const json& e, std::string_view sourc
   return out;
 }
 
+// Takes the checksum table out of the metadata, verifies the metadata's own entry and gives each
+// tensor its stored checksum (checked when its bytes are read). A file without a table is left
+// unchecked; a table that does not name exactly the file's tensors is an error.
+void attach_checksums(Header& h, std::string_view source) {
+  const auto it = h.metadata.find(detail::kChecksumKey);
+  if (it == h.metadata.end()) {
+    // A damaged key must not turn the checks off: an entry whose name is a few edits from the
+    // table's, or whose value is a checksum table, is the table with a changed byte.
+    for (const auto& [key, value] : h.metadata) {
+      if (detail::looks_like_checksum_entry(key, value)) {
+        bad(source, "__metadata__ entry '" + key.substr(0, 40) + "' is a damaged " +
+                        detail::kChecksumKey + " (the file is corrupt); restore it from a copy " +
+                        "or write it again");
+      }
+    }
+    return;
+  }
+  std::string problem;
+  const auto table = detail::parse_checksum_table(it->second, problem);
+  if (!table) bad(source, std::string("__metadata__.") + detail::kChecksumKey + " " + problem);
+  h.metadata.erase(it);
+  const auto own = table->find(detail::kMetadataEntry);
+  if (own == table->end()) {
+    bad(source, std::string("__metadata__.") + detail::kChecksumKey + " has no entry for " +
+                    "__metadata__ (the file is corrupt)");
+  }
+  if (const std::uint32_t computed = detail::metadata_crc(h.metadata); computed != own->second) {
+    bad(source, "__metadata__ does not match its checksum (stored " +
+                    detail::crc_text(own->second) + ", computed " + detail::crc_text(computed) +
+                    "): the file is corrupt; restore it from a copy or write it again");
+  }
+  for (Entry& e : h.entries) {
+    const auto c = table->find(e.name);
+    if (c == table->end()) {
+      bad(source, "tensor '" + e.name + "' has no entry in __metadata__." + detail::kChecksumKey +
+                      " (the file is corrupt: a changed name?)");
+    }
+    e.crc = c->second;
+  }
+  if (table->size() != h.entries.size() + 1) {
+    bad(source, std::string("__metadata__.") + detail::kChecksumKey + " names " +
+                    std::to_string(table->size() - 1) + " tensors, the file has " +
+                    std::to_string(h.entries.size()) + " (the file is corrupt)");
+  }
+}
+
+// IOError naming the tensor when its bytes (or its description) differ from the stored checksum.
+void verify(const Entry& e, const Tensor& t, std::string_view source) {
+  if (!e.crc) return;
+  std::uint32_t crc = detail::tensor_description_crc(e.name, dtype_code(e.dtype), e.shape);
+  if (e.end > e.begin) crc = crc32c(t.data_ptr(), e.end - e.begin, crc);
+  if (crc != *e.crc) {
+    bad(source, "tensor '" + e.name + "' does not match its checksum (stored " +
+                    detail::crc_text(*e.crc) + ", computed " + detail::crc_text(crc) +
+                    "): the file is corrupt; restore it from a copy or write it again");
+  }
+}
+
 Header parse_header(std::string_view text, std::uint64_t data_bytes, std::string_view source) {
   const json j = parse_json(text, source);
   Header h;
@@ -144,6 +214,7 @@ Header parse_header(std::string_view text, std::uint64_t data_bytes, std::string
     if (name.empty()) bad(source, "a tensor has an empty name");
     h.entries.push_back(parse_entry(name, value, source));
   }
+  attach_checksums(h, source);
   std::sort(h.entries.begin(), h.entries.end(), [](const Entry& a, const Entry& b) {
     return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
   });
@@ -202,6 +273,7 @@ SafetensorsContents parse_safetensors(std::span<const std::byte> bytes, std::str
   for (const Entry& e : h.entries) {
     Tensor t = make_tensor(e);
     if (e.end > e.begin) std::memcpy(t.data_ptr(), p + 8 + n + e.begin, e.end - e.begin);
+    verify(e, t, source);
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
@@ -229,6 +301,7 @@ SafetensorsContents load_safetensors(const std::filesystem::path& path) {
     Tensor t = make_tensor(e);
     in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(e.end - e.begin));
     if (!in) bad(source, "reading tensor '" + e.name + "' failed (truncated?)");
+    verify(e, t, source);
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
@@ -237,8 +310,13 @@ SafetensorsContents load_safetensors(const std::filesystem::path& path) {
 void save_safetensors(const std::filesystem::path& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const Metadata& metadata) {
+  if (metadata.contains(detail::kChecksumKey)) {
+    throw ValueError(std::string("save_safetensors: the metadata key '") + detail::kChecksumKey +
+                     "' is reserved (the writer stores the file's checksums under it); rename it");
+  }
   json header = json::object();
   std::vector<Tensor> host;
+  std::map<std::string, std::uint32_t> checksums;
   std::uint64_t at = 0;
   for (const auto& [name, t] : tensors) {
     if (name.empty() || name == "__metadata__" || header.contains(name)) {
@@ -252,10 +330,16 @@ void save_safetensors(const std::filesystem::path& path,
     std::vector<std::int64_t> dims(c.shape().dims().begin(), c.shape().dims().end());
     header[name] = {
         {"dtype", dtype_code(c.dtype())}, {"shape", dims}, {"data_offsets", {at, at + c.nbytes()}}};
+    std::uint32_t crc = detail::tensor_description_crc(name, dtype_code(c.dtype()), c.shape());
+    if (c.nbytes() > 0) crc = crc32c(c.data_ptr(), c.nbytes(), crc);
+    checksums[name] = crc;
     at += c.nbytes();
     host.push_back(std::move(c));
   }
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  checksums[detail::kMetadataEntry] = detail::metadata_crc(metadata);
+  Metadata stored = metadata;
+  stored[detail::kChecksumKey] = detail::checksum_table_text(checksums);
+  header["__metadata__"] = stored;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   unsigned char prefix[8];

@@ -10,6 +10,7 @@
 #include <string>
 #include <variant>
 
+#include "io/json_limits.h"
 #include "metrics/metric_config.h"
 #include "mixprec/error.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
@@ -30,6 +31,8 @@ using models::config::Upper;
 using nlohmann::json;
 
 constexpr std::size_t kMaxCompileConfigBytes = 1u << 20;
+// A LossScaleOptimizer around an optimizer with a schedule is about 8 levels deep.
+constexpr std::size_t kMaxCompileConfigDepth = 32;
 constexpr std::size_t kMaxMetrics = 64;
 constexpr std::size_t kMaxExcludedNames = 256;
 constexpr double kBig = 1e30;
@@ -383,6 +386,11 @@ CompileOptions compile_options_from_json(const std::string& text) {
   if (text.size() > kMaxCompileConfigBytes) {
     fail("compile config", "it is " + std::to_string(text.size()) + " bytes, more than the " +
                                std::to_string(kMaxCompileConfigBytes) + " allowed");
+  }
+  // Before parsing: a compile config is 4 levels deep, and an error message shows (dumps) values.
+  if (const std::string deep = io::json_depth_problem(text, kMaxCompileConfigDepth);
+      !deep.empty()) {
+    fail("compile config", "it " + deep);
   }
   const json config = json::parse(text, nullptr, false);
   if (config.is_discarded()) fail("compile config", "not valid JSON");

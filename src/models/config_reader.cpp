@@ -7,9 +7,41 @@
 
 namespace mixprec::models::config {
 
+namespace {
+
+constexpr std::size_t kShown = 40;  // characters of a value an error message shows
+
+// Appends `value`'s JSON text to `out` until it holds more than kShown characters. Never deeper
+// than a few levels nor longer than the message needs, whatever the value (dump() would recurse
+// through all of it).
+void append_shown(const json& value, int depth, std::string& out) {
+  if (out.size() > kShown) return;
+  if (!value.is_structured()) {
+    out += value.dump();
+    return;
+  }
+  const bool object = value.is_object();
+  out += object ? '{' : '[';
+  if (depth >= 4 && !value.empty()) {
+    out += "...";
+  } else {
+    bool first = true;
+    for (auto it = value.begin(); it != value.end() && out.size() <= kShown; ++it) {
+      if (!first) out += ',';
+      first = false;
+      if (object) out += json(it.key()).dump() + ':';
+      append_shown(*it, depth + 1, out);
+    }
+  }
+  out += object ? '}' : ']';
+}
+
+}  // namespace
+
 std::string show(const json& value) {
-  std::string s = value.dump();
-  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  std::string s;
+  append_shown(value, 0, s);
+  if (s.size() > kShown) s = s.substr(0, kShown - 3) + "...";
   return s;
 }
 

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "io/json_limits.h"
 #include "mixprec/activations.h"
 #include "mixprec/error.h"
 #include "mixprec/layers/layers.h"
@@ -508,33 +509,6 @@ ModelResult read_model(const json& entry, const std::string& prefix, Context ctx
   return cls == "Functional" ? read_functional(c, prefix, ctx) : read_sequential(c, prefix, ctx);
 }
 
-// The deepest nesting of arrays and objects in `text` (outside strings), stopping at `limit`:
-// nlohmann's parser and destructor are safe at any depth, but a config has no business being
-// deep, and refusing it before parsing bounds the work.
-std::size_t nesting_depth(const std::string& text, std::size_t limit) {
-  std::size_t depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (ch == '\\')
-        escaped = true;
-      else if (ch == '"')
-        in_string = false;
-      continue;
-    }
-    if (ch == '"')
-      in_string = true;
-    else if (ch == '[' || ch == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > limit) return deepest;
-    } else if ((ch == ']' || ch == '}') && depth > 0)
-      --depth;
-  }
-  return deepest;
-}
-
 }  // namespace
 
 Model model_from_json(const std::string& text, ModelConfigLimits limits) {
@@ -543,7 +517,8 @@ Model model_from_json(const std::string& text, ModelConfigLimits limits) {
                  std::to_string(limits.max_bytes) + " allowed (ModelConfigLimits::max_bytes)");
   }
   const std::size_t max_depth = 16 + 8 * static_cast<std::size_t>(std::max(0, limits.max_nesting));
-  if (nesting_depth(text, max_depth) > max_depth) {
+  // Before parsing: nothing below may walk (dump, copy, visit) a value deeper than this.
+  if (io::json_nesting_depth(text, max_depth) > max_depth) {
     fail("", "the model config nests arrays and objects more than " + std::to_string(max_depth) +
                  " deep");
   }

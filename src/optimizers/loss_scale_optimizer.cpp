@@ -7,6 +7,7 @@
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,14 @@ using optimizers::detail::LossScale;
 using optimizers::detail::LossScaleState;
 
 constexpr const char* kName = "loss_scale_optimizer";
+
+// A value as messages show it: %g (1e-50, 1e+40; std::to_string would print 0.000000 and 41
+// digits).
+std::string shown_number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
 
 class LossScaleOptimizerImpl final : public optimizers::detail::OptimizerImpl {
  public:
@@ -116,7 +125,7 @@ class LossScaleOptimizerImpl final : public optimizers::detail::OptimizerImpl {
     const double value = scalar(state, key);
     if (!(value >= 0.0 && value <= 9.0e15 && std::floor(value) == value)) {
       throw ValueError(std::string("LossScaleOptimizer: set_state: '") + key +
-                       "' must be a non-negative integer, got " + std::to_string(value));
+                       "' must be a non-negative integer, got " + shown_number(value));
     }
     return static_cast<std::int64_t>(value);
   }
@@ -146,12 +155,13 @@ void LossScaleOptimizerImpl::set_state(const optimizers::OptimizerState& state) 
                      std::to_string(state.inner[0].iterations));
   }
   const double scale = scalar(state, "loss_scale");
-  if (!(std::isfinite(scale) && scale > 0.0)) {
-    throw ValueError("LossScaleOptimizer: loss_scale must be positive and finite, got " +
-                     std::to_string(scale));
+  // Out of range is an error, never clamped: a restored run continues with the scale it had.
+  if (!(std::isfinite(scale) && scale > 0.0 && scale <= 0x1p127)) {
+    throw ValueError(who + ": loss_scale must be positive and at most 2^127, got " +
+                     shown_number(scale));
   }
   LossScaleState restored;
-  restored.scale = static_cast<float>(std::min(scale, 0x1p127));
+  restored.scale = static_cast<float>(scale);
   restored.counter = count(state, "dynamic_counter");
   restored.skipped = count(state, "skipped_steps");
   restored.consecutive_skipped = count(state, "consecutive_skipped_steps");

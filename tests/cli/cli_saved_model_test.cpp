@@ -6,10 +6,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "cli_support.h"
+#include "mixprec/mixprec.h"
 
 namespace mixprec::cli_test {
 namespace {
@@ -117,6 +119,56 @@ TEST_F(CliSavedModel, DataOfAnotherShape) {
   // The model takes 784 features; 4x4 synthetic images have 16.
   expect_refused(good(), {"takes inputs of shape (None, 784)", "16 values"}, 1,
                  "synthetic:4x4x1:3:50");
+}
+
+// Issue 33: a flipped byte in a weight is refused by the checksum, the weights file named.
+TEST_F(CliSavedModel, FlippedByteInTheWeights) {
+  const fs::path dir = copy_of_good();
+  const fs::path weights = dir / "model.safetensors";
+  std::fstream f(weights, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-3, std::ios::end);  // a byte of the last tensor
+  char c = 0;
+  f.get(c);
+  f.seekp(-3, std::ios::end);
+  f.put(static_cast<char>(c ^ 0x10));
+  f.close();
+  expect_refused(dir, {weights.string() + ": tensor '", "does not match its checksum"});
+}
+
+// Issue 33: NaN weights load only with --allow-nonfinite.
+TEST_F(CliSavedModel, NonFiniteWeightsNeedAllowNonfinite) {
+  const fs::path dir = work_.path() / "nan";
+  {
+    Model model = load_model(good());
+    std::vector<Tensor> weights = model.get_weights();
+    std::vector<float> values = weights.back().to_vector<float>();
+    values[0] = std::numeric_limits<float>::quiet_NaN();
+    weights.back() = from_vector(values, weights.back().shape());
+    model.set_weights(weights);
+    model.save(dir);
+  }
+  expect_refused(dir,
+                 {(dir / "model.safetensors").string(), "1 non-finite value", "--allow-nonfinite"});
+  const CliResult r =
+      run_cli({"evaluate", "--model", dir.string(), "--dataset", dataset(), "--allow-nonfinite"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("loss: nan"), std::string::npos) << r.out;
+}
+
+// Issue 33: a deep value under a key the reader ignores is one error line, not a stack overflow.
+TEST_F(CliSavedModel, DeepValueUnderAnIgnoredKey) {
+  const fs::path dir = copy_of_good();
+  std::string config;
+  {
+    std::ifstream in(dir / "config.json");
+    config.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::size_t at = config.find("\"config\"");
+  ASSERT_NE(at, std::string::npos);
+  std::ofstream(dir / "config.json", std::ios::trunc)
+      << config.substr(0, at) << "\"ignored\": " << std::string(1'000'000, '[')
+      << std::string(1'000'000, ']') << ", " << config.substr(at);
+  expect_refused(dir, {(dir / "config.json").string(), "nests arrays and objects"});
 }
 
 TEST_F(CliSavedModel, ModelOptionIsRequired) {

@@ -18,6 +18,7 @@
 #include "mixprec/error.h"
 #include "mixprec/version.h"
 #include "options.h"
+#include "stop_signal.h"
 
 namespace {
 
@@ -107,6 +108,10 @@ int main(int argc, char** argv) {
       if (command.app->parsed()) command.run();
     }
     return 0;
+  } catch (const cli::StoppedBySignal& stopped) {
+    // A graceful stop (stop_signal.h): the message is out; the shell's status for the signal.
+    std::fflush(stdout);
+    return 128 + stopped.signal;
   } catch (const cli::UsageError& e) {
     print_error(e.what());
     code = 2;

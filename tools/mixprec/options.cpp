@@ -107,6 +107,11 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
   app.add_option("--save-freq", o.save_freq,
                  "with --checkpoint-dir: a checkpoint every epoch or every N batches (default: "
                  "epoch)");
+  app.add_flag("--restart", o.restart,
+               "with --checkpoint-dir: start a new run even when DIR holds checkpoints (kept, "
+               "not restored)");
+  app.add_flag("--allow-nonfinite", o.allow_nonfinite,
+               "with --checkpoint-dir: restore a checkpoint whose weights hold NaN or Inf");
   app.add_option("--save", o.save_model,
                  "save the trained model (config and weights, Model::save) to this directory; "
                  "mixprec evaluate/predict --model DIR load it");
@@ -212,6 +217,12 @@ void check_keep_options(const TrainOptions& o) {
     throw UsageError("--save-freq needs --checkpoint-dir DIR (where the checkpoints go)");
   }
   parse_save_freq(o.save_freq);
+  if (o.restart && o.checkpoint_dir.empty()) {
+    throw UsageError("--restart needs --checkpoint-dir DIR (the run it starts over)");
+  }
+  if (o.allow_nonfinite && o.checkpoint_dir.empty()) {
+    throw UsageError("--allow-nonfinite needs --checkpoint-dir DIR (it applies to restoring)");
+  }
   const std::vector<std::pair<std::string, std::string>> dirs = {
       {"--tensorboard", o.tensorboard},
       {"--checkpoint-dir", o.checkpoint_dir},

@@ -59,6 +59,11 @@ struct TrainOptions {
   std::string checkpoint_dir;
   std::string save_freq;  // "" = "epoch"
   std::string save_model;
+  // train only, with --checkpoint-dir: start a new run even when DIR holds checkpoints (they are
+  // kept); without it a DIR whose checkpoints cannot be read is an error, never a fresh start.
+  bool restart = false;
+  // Restore checkpoints whose weights or slots hold NaN or Inf (LoadOptions::allow_nonfinite).
+  bool allow_nonfinite = false;
 };
 
 // Adds the options of `train` to `app` (compare and bench add a subset by passing `what`).

@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <vector>
 
 #include "custom_loop.h"
 #include "mixprec/applications.h"
+#include "stop_signal.h"
 
 namespace mixprec::cli {
 
@@ -26,6 +29,52 @@ class GlobalPolicyScope {
  private:
   mixed_precision::Policy previous_;
 };
+
+// After fit() stopped on a signal (the final checkpoint written by the run's callbacks): says where
+// the run stands and how to resume it, then ends the command (no test evaluation, no --save: a
+// preempted machine has seconds left).
+[[noreturn]] void report_stop(const RunConfig& config) {
+  const int signal = stop_signal();
+  const std::optional<std::filesystem::path> newest = newest_checkpoint(config.keep.checkpoint_dir);
+  std::string where = "nothing was saved (no --checkpoint-dir), so the run cannot be resumed";
+  if (newest) {
+    try {
+      const io::CheckpointInfo info = io::read_checkpoint_info(*newest);
+      where = "epoch " + std::to_string(info.epoch + 1) + "/" +
+              std::to_string(config.options.epochs) + ", step " + std::to_string(info.step) +
+              " saved in " + newest->string() + "; run the same command again to resume from there";
+    } catch (const Error& e) {
+      where = std::string("the checkpoint could not be read back (") + e.what() + ")";
+    }
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "mixprec: stopped by %s: %s\n", signal_name(signal), where.c_str());
+  std::fflush(stderr);
+  throw StoppedBySignal{signal};
+}
+
+// Resuming under another --policy: said in the CLI's words, before fit() restores anything (the
+// checkpoint would otherwise fail on the optimizer's kind, in compile()'s words, or, between
+// policies with the same optimizer, resume silently under the new one). The newest readable
+// checkpoint tells the policy; one written before the field tells nothing.
+void check_resume_policy(const RunConfig& config) {
+  if (config.keep.checkpoint_dir.empty() || config.keep.restart) return;
+  const std::vector<std::filesystem::path> files =
+      callbacks::BackupAndRestore({.backup_dir = config.keep.checkpoint_dir}).checkpoints();
+  for (auto it = files.rbegin(); it != files.rend(); ++it) {
+    io::CheckpointInfo info;
+    try {
+      info = io::read_checkpoint_info(*it);
+    } catch (const Error&) {
+      continue;  // BackupAndRestore reports unreadable files
+    }
+    if (info.policy.empty() || info.policy == config.policy) return;
+    throw UsageError("the run in " + config.keep.checkpoint_dir + " was trained with --policy " +
+                     info.policy + " (" + it->string() + "), this command has --policy " +
+                     config.policy + "; resume it with --policy " + info.policy +
+                     ", or start a new run in another --checkpoint-dir or with --restart");
+  }
+}
 
 }  // namespace
 
@@ -71,7 +120,9 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
   config.keep = {.tensorboard_dir = options.tensorboard,
                  .histogram_freq = options.histogram_freq.value_or(0),
                  .checkpoint_dir = options.checkpoint_dir,
-                 .save_freq = parse_save_freq(options.save_freq)};
+                 .save_freq = parse_save_freq(options.save_freq),
+                 .restart = options.restart,
+                 .allow_nonfinite = options.allow_nonfinite};
   config.save_dir = options.save_model;
   if (distributed::world_size() > 1 && loop_choice(options.loop) != Loop::fit) {
     throw UsageError("--loop " + options.loop + " runs in one process; under mpirun (world size " +
@@ -142,6 +193,7 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
     result.learning_rate = optimizer.learning_rate();
 
     if (loop_choice(o.loop) == Loop::fit) {
+      check_resume_policy(config);
       model.compile({.optimizer = optimizer,
                      .loss = std::string("sparse_categorical_crossentropy"),
                      .metrics = {std::string("accuracy")}});
@@ -155,6 +207,7 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
                                          .seed = o.seed,
                                          .callbacks = make_run_callbacks(config.keep),
                                          .distribute = distribute});
+      if (config.keep.stop_on_signal && stop_signal() != 0) report_stop(config);
       const Scores scores = model.evaluate(test, {.batch_size = config.batch_size,
                                                   .verbose = Verbosity::silent,
                                                   .distribute = distribute});

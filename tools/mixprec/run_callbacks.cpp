@@ -9,6 +9,7 @@
 #include "mixprec/callbacks/backup_and_restore.h"
 #include "mixprec/callbacks/tensorboard.h"
 #include "mixprec/io/checkpoint.h"
+#include "stop_signal.h"
 
 namespace mixprec::cli {
 
@@ -63,17 +64,9 @@ class ResumeReport : public callbacks::Callback {
         // Unreadable: write the final one after it.
       }
     }
-    std::int64_t number = 1;
-    if (!files.empty()) {
-      const std::string name = files.back().stem().string();  // "ckpt-<n>"
-      number = std::stoll(name.substr(name.find('-') + 1)) + 1;
-    }
-    io::save_checkpoint(model(), dir_ / ("ckpt-" + std::to_string(number) + ".safetensors"));
-    const std::vector<fs::path> now = backup_->checkpoints();
-    for (std::size_t i = 0; i + kKeep < now.size(); ++i) {
-      std::error_code ignored;
-      fs::remove(now[i], ignored);
-    }
+    // Numbered after the newest and rotated by BackupAndRestore's rule (only checkpoints this
+    // run wrote or could read are deleted).
+    (void)backup_->backup_now();
   }
 
  private:
@@ -101,17 +94,30 @@ std::vector<callbacks::CallbackRef> make_run_callbacks(const KeepOptions& option
   std::vector<callbacks::CallbackRef> list;
   if (!options.checkpoint_dir.empty()) {
     callbacks::BackupAndRestoreOptions backup_options{
-        .backup_dir = options.checkpoint_dir, .delete_checkpoint = false, .max_to_keep = kKeep};
+        .backup_dir = options.checkpoint_dir,
+        .delete_checkpoint = false,
+        .max_to_keep = kKeep,
+        .restart = options.restart,
+        .load_options = {.allow_nonfinite = options.allow_nonfinite}};
     if (options.save_freq > 0) backup_options.save_freq = options.save_freq;
     auto backup = std::make_shared<callbacks::BackupAndRestore>(std::move(backup_options));
     list.emplace_back(backup);
     list.emplace_back(std::make_shared<ResumeReport>(backup, options.checkpoint_dir));
   }
+  if (options.stop_on_signal) list.emplace_back(make_stop_on_signal());
   if (!options.tensorboard_dir.empty()) {
     list.emplace_back(callbacks::TensorBoard(
         {.log_dir = options.tensorboard_dir, .histogram_freq = options.histogram_freq}));
   }
   return list;
+}
+
+std::optional<std::filesystem::path> newest_checkpoint(const std::string& dir) {
+  if (dir.empty()) return std::nullopt;
+  const std::vector<fs::path> files =
+      callbacks::BackupAndRestore({.backup_dir = dir}).checkpoints();
+  if (files.empty()) return std::nullopt;
+  return files.back();
 }
 
 }  // namespace mixprec::cli

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,9 +27,15 @@ namespace mixprec::cli {
 struct KeepOptions {
   std::string tensorboard_dir;  // "" = no TensorBoard
   int histogram_freq = 0;
-  std::string checkpoint_dir;  // "" = no checkpoints
-  std::int64_t save_freq = 0;  // 0 = every epoch, else every N batches
+  std::string checkpoint_dir;    // "" = no checkpoints
+  std::int64_t save_freq = 0;    // 0 = every epoch, else every N batches
+  bool restart = false;          // --restart: a new run even when the directory holds checkpoints
+  bool allow_nonfinite = false;  // --allow-nonfinite
+  bool stop_on_signal = false;   // train: SIGINT/SIGTERM stop fit() after the step (stop_signal.h)
 };
+
+// The newest checkpoint in `dir` (BackupAndRestore's ckpt-<n> names), nothing when there is none.
+std::optional<std::filesystem::path> newest_checkpoint(const std::string& dir);
 
 // The callbacks for `options`, in the order fit() must call them (the restore first, so that
 // TensorBoard sees the restored model). Empty when nothing was asked for.

@@ -54,6 +54,8 @@ void add_saved_model_options(CLI::App& app, SavedModelOptions& o) {
                  "synthetic:HxWxC:CLASSES[:SAMPLES]; its test split is used")
       ->capture_default_str();
   app.add_option("--max-samples", o.max_samples, "use only the first N test samples");
+  app.add_flag("--allow-nonfinite", o.allow_nonfinite,
+               "load the model even when its weights hold NaN or Inf (to inspect a diverged run)");
   app.add_option("--batch-size", o.batch_size, "samples per batch")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of synthetic data (the one train used)")
       ->capture_default_str();
@@ -82,7 +84,7 @@ SavedModelRun load_saved_model_run(const SavedModelOptions& o) {
   }
   // The variables on the run's device; batches follow them.
   DeviceScope device_scope(device.device);
-  Model model = load_model(o.model_dir);
+  Model model = load_model(o.model_dir, {.allow_nonfinite = o.allow_nonfinite});
   if (model.inputs().size() != 1 || model.outputs().size() != 1) {
     throw ValueError("the model in " + o.model_dir + " has " +
                      std::to_string(model.inputs().size()) + " inputs and " +

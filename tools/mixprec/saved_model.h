@@ -21,7 +21,8 @@ struct SavedModelOptions {
   std::int64_t batch_size = 256;
   std::uint64_t seed = 42;  // synthetic data: the pool train used (its --seed)
   std::string device = "auto";
-  std::string output;  // predict: --output FILE
+  std::string output;            // predict: --output FILE
+  bool allow_nonfinite = false;  // --allow-nonfinite: load weights holding NaN or Inf
 };
 
 // --model, --dataset, --max-samples, --batch-size, --seed, --device on `app`.

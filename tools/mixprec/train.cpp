@@ -12,6 +12,7 @@
 #include "options.h"
 #include "report.h"
 #include "run.h"
+#include "stop_signal.h"
 
 namespace mixprec::cli {
 
@@ -65,9 +66,12 @@ void print_summary(const RunResult& r, std::FILE* out) {
 
 void run_train(const TrainOptions& options, const Invocation& invocation) {
   check_options(options);
-  const RunConfig config = resolve_config(options, invocation.command_line);
+  RunConfig config = resolve_config(options, invocation.command_line);
+  config.keep.stop_on_signal = true;
   const LoadedData data = load_dataset(config);
   print_header(config, data, stdout);
+  // SIGINT/SIGTERM from here on stop after the current step (stop_signal.h).
+  const SignalStopScope signals;
   const RunResult result = run_training(config, data);
   print_summary(result, stdout);
   if (!config.save_dir.empty()) std::printf("saved the model to %s\n", config.save_dir.c_str());

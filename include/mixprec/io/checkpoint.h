@@ -27,6 +27,8 @@
 #include <optional>
 #include <string>
 
+#include "mixprec/io/load_options.h"
+
 #pragma GCC visibility push(default)  // the public API (CMakeLists.txt: hidden by default)
 
 namespace mixprec {
@@ -46,6 +48,9 @@ struct CheckpointInfo {
   std::int64_t step = 0;
   bool in_fit = false;  // saved during fit() (it has a position to resume from)
   int world_size = 1;   // processes in the data-parallel group that wrote it
+  // The global dtype policy when it was written ("mixed_float16"); "" for checkpoints written
+  // before the field.
+  std::string policy;
 };
 
 // Saves `model` (compiled) to `path` atomically: the previous file at `path`, if any, stays whole
@@ -57,7 +62,13 @@ void save_checkpoint(const Model& model, const std::filesystem::path& path);
 // the same world size as mixprec::distributed::world_size() now)
 // and only then restores it; on any error (IOError for the file, ValueError for a mismatch, each
 // naming the file and the problem) the model, its optimizer and the random state are untouched.
-CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path);
+// The file's checksums are verified (IOError naming the first tensor, or the metadata, that
+// differs; files written before checksums load unchecked); every value of the state is checked
+// against its range (the loss scale, the counters, the epoch and step: IOError naming the field's
+// path, "state.optimizer.scalars.loss_scale", never clamped); weights and optimizer slots holding
+// NaN or Inf are an IOError unless options.allow_nonfinite.
+CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path,
+                               const LoadOptions& options = {});
 
 // The header of a checkpoint, without loading its tensors. IOError for a bad file.
 CheckpointInfo read_checkpoint_info(const std::filesystem::path& path);

@@ -32,7 +32,10 @@ struct SafetensorsContents {
 // Writes atomically (a temporary file in the same directory, fsync, rename, fsync of the
 // directory). Names must be non-empty, unique and not "__metadata__" (ValueError); device tensors
 // are copied to the host. The header is padded with spaces to a multiple of 8 bytes, as the
-// Hugging Face library writes it. IOError when writing fails.
+// Hugging Face library writes it. The metadata gets one more entry, "mixprec_crc32c": a CRC-32C
+// of each tensor (its name, dtype, shape and bytes) and of the other metadata entries, which the
+// readers verify (the key is reserved: ValueError when `metadata` has it). IOError when writing
+// fails.
 void save_safetensors(const std::filesystem::path& path,
                       const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const Metadata& metadata = {});
@@ -40,7 +43,11 @@ void save_safetensors(const std::filesystem::path& path,
 // Reads a file, validating everything before allocating tensor memory: the header length (at
 // most 100 MB and within the file), well-formed JSON with no repeated names, known dtype names,
 // non-negative dims whose byte size does not overflow and equals the entry's byte range, offsets
-// in bounds, non-overlapping and covering the data exactly. IOError "<path>: <problem>" otherwise.
+// in bounds, non-overlapping and covering the data exactly, a JSON header nested at most 8 deep;
+// and when the file carries "mixprec_crc32c" (files written by save_safetensors), every tensor and
+// the metadata against it ("tensor 'dense/kernel' does not match its checksum": the first that
+// differs; the entry is not returned in `metadata`). Files without it (Hugging Face's, older
+// ones) load unchecked. IOError "<path>: <problem>" otherwise.
 SafetensorsContents load_safetensors(const std::filesystem::path& path);
 
 // The same from bytes in memory (tests, fuzzing); `source` names them in errors.

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "mixprec/io/load_options.h"
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/layers/keras_tensor.h"
 #include "mixprec/layers/layer.h"
@@ -128,8 +129,11 @@ class Model : public layers::Layer {
   // Loads a file written by save_weights (or any safetensors file with the same names): every
   // variable must be present with its shape and dtype and nothing else may be in the file; the
   // checks come first and the model is untouched on any error (IOError for a bad file, ValueError
-  // naming the variable for a mismatch).
-  void load_weights(const std::filesystem::path& path);
+  // naming the variable for a mismatch). A file written by save_weights carries checksums of its
+  // tensors and metadata, verified here (IOError naming the first tensor that differs); files
+  // without them (Hugging Face's, older ones) load unchecked. Weights holding NaN or Inf are an
+  // IOError naming the tensor and the count unless options.allow_nonfinite.
+  void load_weights(const std::filesystem::path& path, const LoadOptions& options = {});
 
   // ---- the architecture as JSON (src/models/model_config.cpp; read it back with
   // mixprec::model_from_json, include/mixprec/models/model_config.h) ----

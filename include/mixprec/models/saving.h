@@ -25,8 +25,9 @@ namespace mixprec {
 // Loads a directory written by Model::save. IOError for a missing or malformed file, ValueError
 // for a config that does not describe a valid model or weights that do not fit it; the message
 // names the file. A model saved without compile settings (or with a custom loss or metric) is
-// returned uncompiled.
-Model load_model(const std::filesystem::path& dir);
+// returned uncompiled. The weights file is read and verified first (its checksums, and finite
+// values unless options.allow_nonfinite; see Model::load_weights), so that its errors name it.
+Model load_model(const std::filesystem::path& dir, const LoadOptions& options = {});
 
 }  // namespace mixprec
 

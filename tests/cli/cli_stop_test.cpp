@@ -1,0 +1,164 @@
+// Issue 33: `mixprec train` never loses a run. SIGTERM (a preempted cloud job) or SIGINT lets the
+// current step finish, writes a checkpoint, says where and how to resume and exits 143 or 130;
+// the same command then finishes the run with weights bit-identical to a run that was never
+// stopped. A second signal stops at once. A checkpoint directory whose checkpoints cannot be read
+// is an error that lists each file and keeps it, never a fresh start; --restart starts anew and
+// keeps them too.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli_support.h"
+#include "mixprec/mixprec.h"
+
+namespace mixprec::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> train_args(const fs::path& checkpoint_dir, const fs::path& save_dir) {
+  // 600 synthetic 4x4 images, 480 for training: 48 steps of 10 per epoch, a few ms each.
+  return {"train",
+          "--model",
+          "mlp",
+          "--units",
+          "16",
+          "--hidden-layers",
+          "1",
+          "--dataset",
+          "synthetic:4x4x1:3:600",
+          "--epochs",
+          "30",
+          "--batch-size",
+          "10",
+          "--verbose",
+          "2",
+          "--checkpoint-dir",
+          checkpoint_dir.string(),
+          "--save",
+          save_dir.string()};
+}
+
+// Waits (at most a minute) until `path` exists.
+bool wait_for(const fs::path& path) {
+  for (int i = 0; i < 6000; ++i) {
+    if (fs::exists(path)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The variables of a saved model's weights file, as raw bytes by name.
+std::vector<std::pair<std::string, std::string>> weights_of(const fs::path& saved) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, t] : io::load_safetensors(saved / "model.safetensors").tensors) {
+    const auto* p = static_cast<const char*>(t.data_ptr());
+    out.emplace_back(name, std::string(p, p + t.nbytes()));
+  }
+  return out;
+}
+
+TEST(CliStop, SigtermCheckpointsExits143AndTheSameCommandFinishesBitIdentical) {
+  TempDir work;
+  const CliResult reference = run_cli(train_args(work.path() / "ref-ckpt", work.path() / "ref"));
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
+
+  const fs::path dir = work.path() / "ckpt", saved = work.path() / "saved";
+  const std::vector<std::string> args = train_args(dir, saved);
+  CliProcess run(args);
+  ASSERT_TRUE(wait_for(dir / "ckpt-2.safetensors")) << "the run never reached its 2nd epoch";
+  run.kill(SIGTERM);
+  const CliResult stopped = run.wait();
+  ASSERT_EQ(stopped.exit_code, 128 + SIGTERM) << stopped.out << stopped.err;
+  EXPECT_NE(stopped.err.find("mixprec: stopped by SIGTERM: epoch "), std::string::npos)
+      << stopped.err;
+  EXPECT_NE(stopped.err.find("run the same command again to resume"), std::string::npos)
+      << stopped.err;
+  EXPECT_FALSE(fs::exists(saved)) << "a stopped run saves no model";
+  // The newest checkpoint is where the run stopped: inside it, not at its end.
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  ASSERT_FALSE(files.empty());
+
+  const CliResult resumed = run_cli(args);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find("resuming from "), std::string::npos) << resumed.out;
+  EXPECT_EQ(weights_of(saved), weights_of(work.path() / "ref"))
+      << "the resumed run must end with the uninterrupted run's weights, bit for bit";
+}
+
+TEST(CliStop, ASecondSignalStopsAtOnce) {
+  TempDir work;
+  const fs::path dir = work.path() / "ckpt";
+  CliProcess run(train_args(dir, work.path() / "saved"));
+  ASSERT_TRUE(wait_for(dir / "ckpt-1.safetensors"));
+  run.kill(SIGINT);
+  run.kill(SIGTERM);
+  const CliResult r = run.wait();
+  // Killed by whichever signal came second (the first only asked for a graceful stop).
+  EXPECT_TRUE(r.exit_code == 128 + SIGTERM || r.exit_code == 128 + SIGINT) << r.exit_code;
+  EXPECT_NE(r.err.find("stopping after the current step"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("mixprec: stopped by"), std::string::npos)
+      << "the second signal must not wait for the graceful stop: " << r.err;
+}
+
+TEST(CliStop, AnUnreadableOnlyCheckpointDirectoryIsAnErrorAndSurvives) {
+  TempDir work;
+  const fs::path dir = work.path() / "ckpt";
+  fs::create_directories(dir);
+  const fs::path garbage = dir / "ckpt-1.safetensors", other = dir / "ckpt-2.safetensors";
+  write_bytes(garbage.string(), {'n', 'o', 't', ' ', 'a', ' ', 'c', 'k', 'p', 't', '!'});
+  write_bytes(other.string(), {1, 0, 0, 0, 0, 0, 0, 0, '{'});
+  const std::string garbage_bytes = read_file(garbage), other_bytes = read_file(other);
+  std::vector<std::string> args = train_args(dir, work.path() / "saved");
+  args[10] = "2";  // --epochs
+
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::vector<std::string> lines = r.err_lines();
+  ASSERT_FALSE(lines.empty());
+  const std::string& error = lines.back();
+  EXPECT_EQ(error.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_NE(error.find(garbage.string() + ": "), std::string::npos) << error;
+  EXPECT_NE(error.find(other.string() + ": "), std::string::npos) << error;
+  EXPECT_NE(error.find("--restart"), std::string::npos) << error;
+  EXPECT_EQ(r.out.find("Epoch "), std::string::npos) << "nothing may train: " << r.out;
+  EXPECT_EQ(read_file(garbage), garbage_bytes);
+  EXPECT_EQ(read_file(other), other_bytes);
+
+  // --restart: a new run beside them; the files stay.
+  args.push_back("--restart");
+  const CliResult restarted = run_cli(args);
+  EXPECT_EQ(restarted.exit_code, 0) << restarted.err;
+  EXPECT_EQ(read_file(garbage), garbage_bytes);
+  EXPECT_EQ(read_file(other), other_bytes);
+  EXPECT_TRUE(fs::exists(dir / "ckpt-4.safetensors")) << "the new run's checkpoints follow";
+}
+
+TEST(CliStop, ResumingUnderAnotherPolicySaysSoInTheCommandsWords) {
+  TempDir work;
+  const fs::path dir = work.path() / "ckpt";
+  std::vector<std::string> args = train_args(dir, work.path() / "saved");
+  args[10] = "1";  // --epochs
+  ASSERT_EQ(run_cli(args).exit_code, 0);
+  args.insert(args.end(), {"--policy", "mixed_float16"});
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  ASSERT_EQ(r.err_lines().size(), 1u) << r.err;
+  EXPECT_NE(r.err.find("was trained with --policy float32"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("resume it with --policy float32"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace mixprec::cli_test
