@@ -104,7 +104,11 @@ void check_case(Kind kind, const Geometry& geo, std::uint32_t seed) {
   const auto cm = cpu_fwd.mean.to_vector<double>(), cr = cpu_fwd.rstd.to_vector<double>();
   const auto cy = cpu_fwd.y.to_vector<double>(), cdx = cpu_bwd.dx.to_vector<double>();
   const auto cdg = cpu_bwd.dgamma.to_vector<double>(), cdb = cpu_bwd.dbeta.to_vector<double>();
-  const double u = unit_roundoff_of<P>(), u_out = unit_roundoff_of<T>();
+  // u: the statistics type's unit roundoff, times C for float64 storage, whose double row sums
+  // (exact for float storage up to the final rounding) err by up to C u_64 in either order.
+  const double u =
+      unit_roundoff_of<P>() * (std::is_same_v<P, double> ? static_cast<double>(c) : 1.0);
+  const double u_out = unit_roundoff_of<T>();
   const std::string what = std::string(dtype_name(dtype)) + " rows " + std::to_string(rows) +
                            " C " + std::to_string(c) + (kind == Kind::layer ? " layer" : " rms");
   for (std::int64_t i = 0; i < rows; ++i) {
