@@ -259,6 +259,7 @@ MIXPREC_CPU_ALWAYS_INLINE void forward_unit(const T* q, const T* k, const T* v,
     for (std::int64_t r = 0; r < nq; ++r) {
       C* row = s + r * kBlockK;
       C mx = kNegInf;
+#pragma omp simd reduction(max : mx)
       for (std::int64_t j = 0; j < kBlockK; ++j) mx = row[j] > mx ? row[j] : mx;
       if (mx == kNegInf) {  // nothing visible in this block: P = 0, the state unchanged
         std::fill(row, row + kBlockK, C(0));
