@@ -55,6 +55,7 @@ TEST(Gpt2PretokenizeTest, WordsNumbersAndPunctuationTakeTheSpaceBeforeThem) {
 
 TEST(Gpt2PretokenizeTest, Contractions) {
   EXPECT_EQ(pieces("I'm"), (Strings{"I", "'m"}));
+  EXPECT_EQ(pieces("I'd it's don't"), (Strings{"I", "'d", " it", "'s", " don", "'t"}));
   EXPECT_EQ(pieces("they'll've"), (Strings{"they", "'ll", "'ve"}));
   EXPECT_EQ(pieces("we're 'd"), (Strings{"we", "'re", " '", "d"}));  // " '" is a space + other
   EXPECT_EQ(pieces("'sam"), (Strings{"'s", "am"}));  // the contraction is tried first
