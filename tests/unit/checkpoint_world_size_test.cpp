@@ -75,7 +75,7 @@ TEST(CheckpointWorldSizeTest, AnotherWorldSizeIsAnErrorThatChangesNothing) {
 
   edit_state(path, [](nlohmann::json& s) { s["world_size"] = "two"; });
   testing::expect_error<IOError>([&] { io::load_checkpoint(b, path); },
-                                 {"\"world_size\" is not a positive integer"});
+                                 {"state.world_size: must be an integer in [1, 16777216]"});
   edit_state(path, [](nlohmann::json& s) { s["world_size"] = 0; });
   testing::expect_error<IOError>([&] { io::read_checkpoint_info(path); }, {"world_size"});
 }

@@ -51,8 +51,13 @@ TEST(SafetensorsTest, WrittenBytesFollowTheFormat) {
   ASSERT_EQ(bytes.size(), 8 + n + 12 + 16);
   std::string header = bytes.substr(8, n);
   while (!header.empty() && header.back() == ' ') header.pop_back();
+  // The metadata carries the writer's checksums (issue 33): CRC-32C of {"k": "v"}, and of each
+  // tensor's name, dtype code and shape (NUL-terminated fields) followed by its bytes; pinned here
+  // so that the format cannot drift (the CRC itself is tested in crc32c_test.cpp).
   EXPECT_EQ(header,
-            "{\"__metadata__\":{\"k\":\"v\"},"
+            "{\"__metadata__\":{\"k\":\"v\",\"mixprec_crc32c\":"
+            "\"{\\\"__metadata__\\\":\\\"76146fc1\\\",\\\"a\\\":\\\"001b934a\\\","
+            "\\\"b\\\":\\\"2fa6f62b\\\"}\"},"
             "\"a\":{\"data_offsets\":[0,12],\"dtype\":\"F32\",\"shape\":[3]},"
             "\"b\":{\"data_offsets\":[12,28],\"dtype\":\"I64\",\"shape\":[2,1]}}");
   float f[3];
