@@ -128,7 +128,9 @@ class Model : public layers::Layer {
   // Loads a file written by save_weights (or any safetensors file with the same names): every
   // variable must be present with its shape and dtype and nothing else may be in the file; the
   // checks come first and the model is untouched on any error (IOError for a bad file, ValueError
-  // naming the variable for a mismatch).
+  // naming the variable for a mismatch). A training checkpoint (io::save_checkpoint, written by
+  // ModelCheckpoint and BackupAndRestore) loads too: its model part, without the optimizer state
+  // (io::load_checkpoint restores that).
   void load_weights(const std::filesystem::path& path);
 
   // ---- the architecture as JSON (src/models/model_config.cpp; read it back with

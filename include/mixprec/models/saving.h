@@ -22,11 +22,14 @@
 
 namespace mixprec {
 
-// Loads a directory written by Model::save. IOError for a missing or malformed file, ValueError
-// for a config that does not describe a valid model or weights that do not fit it; the message
-// names the file. A model saved without compile settings (or with a custom loss or metric) is
-// returned uncompiled.
-Model load_model(const std::filesystem::path& dir);
+// Loads a directory written by Model::save, or a training checkpoint file (io::save_checkpoint,
+// written by ModelCheckpoint and BackupAndRestore), which holds the same architecture and compile
+// settings: from a checkpoint, the model part (weights), without the optimizer's state. IOError
+// for a missing or malformed file, and for a file of another kind, naming the kind found and the
+// call that reads it (a weights file: Model::load_weights); ValueError for a config that does not
+// describe a valid model or weights that do not fit it; the message names the file. A model saved
+// without compile settings (or with a custom loss or metric) is returned uncompiled.
+Model load_model(const std::filesystem::path& path);
 
 }  // namespace mixprec
 
