@@ -113,6 +113,21 @@ def run(args, cwd, env, what, failures):
         print("ran: %s" % what)
 
 
+def configure_fetchcontent(repo, block, directory, failures):
+    """A project that pulls mixprec in as the README's FetchContent block does, configured (not
+    built): the target mixprec::mixprec must exist for the generate step to pass."""
+    os.makedirs(directory)
+    with open(os.path.join(directory, "main.cpp"), "w") as f:
+        f.write("#include <mixprec/mixprec.h>\nint main() { return mixprec::version()[0] == 0; }\n")
+    with open(os.path.join(directory, "CMakeLists.txt"), "w") as f:
+        f.write("cmake_minimum_required(VERSION 3.22)\nproject(my_app LANGUAGES CXX)\n"
+                "add_executable(my_app main.cpp)\n" +
+                block.replace("/path/to/mixprec", os.path.abspath(repo)) + "\n")
+    run(["cmake", "-S", directory, "-B", os.path.join(directory, "build"),
+         "-DMIXPREC_CUDA=OFF"], directory, dict(os.environ), "the README's FetchContent project "
+        "(configure and generate)", failures)
+
+
 def main(argv):
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -156,6 +171,13 @@ def main(argv):
                     failures.append("README shell line that no check runs: %s (add it to "
                                     "OTHER_LINES with the check that runs it, or make it a "
                                     "mixprec line)" % line)
+        for block in blocks(readme, "cmake"):
+            if "FetchContent_Declare" in block:
+                configure_fetchcontent(repo, block, os.path.join(work, "fetchcontent"), failures)
+            elif "find_package(mixprec" not in block:
+                failures.append("README cmake block that no check runs: %s..." % block[:80])
+            # find_package: examples/consumer/CMakeLists.txt, built against static and shared
+            # installs by make consumer (scripts/ci-consumer.sh).
     for failure in failures:
         print("FAIL: " + failure, file=sys.stderr)
     return 1 if failures else 0
