@@ -53,7 +53,8 @@ def blocks(text, language):
 
 
 def normalized(code):
-    return " ".join(code.split())
+    """The code without whitespace: a README block may wrap its lines differently."""
+    return "".join(code.split())
 
 
 def shell_lines(block):
@@ -132,7 +133,7 @@ def main(argv):
     if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    repo, build = argv
+    repo, build = (os.path.abspath(p) for p in argv)
     with open(os.path.join(repo, "README.md"), encoding="utf-8") as f:
         readme = f.read()
     failures = []
