@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 #include <string_view>
 
@@ -42,6 +43,8 @@ inline constexpr DType kUInt8 = DType::uint8;
 inline constexpr DType kBool = DType::bool_;
 
 std::string_view dtype_name(DType dtype);
+// Writes dtype_name(dtype): `std::cout << x.dtype()` prints "float16".
+std::ostream& operator<<(std::ostream& os, DType dtype);
 std::size_t dtype_size(DType dtype);
 bool is_floating(DType dtype);     // float32, float16, bfloat16, float64
 bool is_16bit_float(DType dtype);  // float16, bfloat16

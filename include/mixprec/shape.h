@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <iosfwd>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ class Shape {
  private:
   std::vector<std::int64_t> dims_;
 };
+
+// Writes to_string(): "(32, 784)".
+std::ostream& operator<<(std::ostream& os, const Shape& shape);
 
 // Maps a possibly negative axis into [0, rank); throws ShapeError naming `op` when out of range.
 int normalize_axis(int axis, int rank, const char* op);

@@ -65,8 +65,14 @@ class Tensor {
   // The values in row-major order, converted to T (T may differ from the dtype).
   template <typename T>
   std::vector<T> to_vector() const;
-  // The value of a one-element tensor, converted to double.
+  // The value of a one-element tensor, converted to double (ValueError for any other size).
   double item() const;
+  // The same converted to T, as PyTorch's `loss.item()` read into a typed variable:
+  // `float l = loss.item<float>()`. T is the storage type of a dtype (float, double, float16,
+  // bfloat16, std::int32_t, std::int64_t, std::uint8_t, bool); an integer T reads an int64 value
+  // exactly, with no detour through double.
+  template <typename T>
+  T item() const;
 
   // Views (share storage; differentiable).
   Tensor reshape(const Shape& shape) const;  // one extent may be -1; copies if not viewable

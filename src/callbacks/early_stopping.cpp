@@ -33,9 +33,8 @@ void EarlyStopping::on_epoch_end(int epoch, const Logs& logs) {
   const std::optional<double> value = monitor_.read(logs);
   if (!value) {
     if (!warned_missing_) {
-      log(LogLevel::warning, "EarlyStopping: the monitored log '" + monitor_.name() +
-                                 "' is not available; skipping (a validation metric needs "
-                                 "validation data)");
+      log(LogLevel::warning, "EarlyStopping: " + monitor_.missing_message(logs) +
+                                 "; skipping (a validation metric needs validation data)");
       warned_missing_ = true;
     }
     return;

@@ -28,6 +28,17 @@ Monitor::Monitor(std::string name, MonitorMode mode, double min_delta, const cha
 
 std::optional<double> Monitor::read(const Logs& logs) const { return logs.get(name_); }
 
+std::string Monitor::missing_message(const Logs& logs) const {
+  std::string names;
+  for (const auto& [name, value] : logs) {
+    (void)value;
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return "the monitored log '" + name_ +
+         "' is not available (the logs have: " + (names.empty() ? std::string("none") : names) +
+         ")";
+}
+
 bool Monitor::improved(double value) const {
   if (std::isnan(value)) return false;
   if (!best_) return true;

@@ -38,8 +38,7 @@ void ReduceLROnPlateau::on_epoch_end(int epoch, const Logs& logs) {
   const std::optional<double> value = monitor_.read(logs);
   if (!value) {
     if (!warned_missing_) {
-      log(LogLevel::warning, "ReduceLROnPlateau: the monitored log '" + monitor_.name() +
-                                 "' is not available; skipping");
+      log(LogLevel::warning, "ReduceLROnPlateau: " + monitor_.missing_message(logs) + "; skipping");
       warned_missing_ = true;
     }
     return;

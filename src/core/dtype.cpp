@@ -1,6 +1,7 @@
 #include "mixprec/dtype.h"
 
 #include <array>
+#include <ostream>
 
 #include "core/dispatch.h"
 #include "mixprec/error.h"
@@ -21,6 +22,8 @@ constexpr std::array kDTypes = {
 }  // namespace
 
 std::string_view dtype_name(DType dtype) { return kDTypes[static_cast<std::size_t>(dtype)].name; }
+
+std::ostream& operator<<(std::ostream& os, DType dtype) { return os << dtype_name(dtype); }
 std::size_t dtype_size(DType dtype) { return kDTypes[static_cast<std::size_t>(dtype)].size; }
 
 bool is_floating(DType dtype) {

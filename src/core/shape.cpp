@@ -1,6 +1,7 @@
 #include "mixprec/shape.h"
 
 #include <algorithm>
+#include <ostream>
 #include <string>
 
 #include "mixprec/error.h"
@@ -33,6 +34,8 @@ std::int64_t Shape::numel() const {
   for (auto d : dims_) n *= d;
   return n;
 }
+
+std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape.to_string(); }
 
 std::string Shape::to_string() const {
   std::string s = "(";

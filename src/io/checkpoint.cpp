@@ -10,6 +10,7 @@
 
 #include "io/checkpoint_state.h"
 #include "io/json_limits.h"
+#include "io/model_files.h"
 #include "io/nonfinite.h"
 #include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
@@ -180,8 +181,15 @@ void save_checkpoint(const Model& model, const std::filesystem::path& path) {
   if (const models::FitRun* run = model.model_impl().fit_run) {
     state["position"] = detail::position_to_json(*run);
   }
-  save_safetensors(path, tensors,
-                   {{"format", kFormat}, {"version", kVersion}, {"state", state.dump()}});
+  Metadata metadata{{"format", kFormat}, {"version", kVersion}, {"state", state.dump()}};
+  // The architecture and compile settings too, so that load_model() reads a checkpoint as it
+  // reads a saved-model directory; a model with a part that cannot be described (a custom layer)
+  // is checkpointed without them.
+  try {
+    metadata[detail::kCheckpointModelConfigKey] = detail::saved_model_config(model);
+  } catch (const ValueError&) {
+  }
+  save_safetensors(path, tensors, metadata);
 }
 
 CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path,

@@ -68,46 +68,33 @@ std::string cpu_name(const PhysicalDevice* cpu) {
   return cpu != nullptr ? "the CPU (" + cpu->name + ")" : "the CPU";
 }
 
+// One line each (the log prints it once per process); the policy's name is added by the caller.
 std::string float16_warning(const std::vector<PhysicalDevice>& devices) {
   if (first_gpu_with_major(devices, kFloat16TensorCoreMajor) != nullptr) return {};
-  std::string text = "Mixed precision compatibility check (mixed_float16): ";
   if (has_any_gpu(devices)) {
-    text +=
-        "your GPU may run slowly under mixed_float16, because no GPU here has compute "
-        "capability 7.0 or higher (the first with float16 tensor cores); found: " +
-        describe_gpus(devices) +
-        ". See https://developer.nvidia.com/cuda-gpus for the "
-        "compute capability of each NVIDIA GPU.";
-  } else {
-    text += "this machine has no usable GPU, so mixed_float16 runs on " +
-            cpu_name(find_cpu(devices)) +
-            ", which converts float16 to float32 around each matmul and convolution: the model "
-            "trains correctly and its activations take half the memory, but it may run slower "
-            "than under float32. Only NVIDIA GPUs of compute capability 7.0 or higher run "
-            "mixed_float16 fast (on this CPU, pick_policy_for_device() suggests a policy).";
+    return "may run slowly: no GPU here has compute capability 7.0 or higher (float16 tensor "
+           "cores); found: " +
+           describe_gpus(devices);
   }
-  text +=
-      " If the model will run on such a GPU elsewhere (another machine, a multi-worker job), "
-      "you can ignore this warning. It is logged once.";
-  return text;
+  const PhysicalDevice* cpu = find_cpu(devices);
+  const bool bf16 = cpu != nullptr && cpu->native_bfloat16;
+  return "no usable GPU (compute capability 7.0 or higher), so it runs on " + cpu_name(cpu) +
+         ": correct, but slower than float32; use " +
+         (bf16 ? std::string("mixed_bfloat16 on this CPU (native bfloat16)")
+               : std::string("float32 on this CPU"));
 }
 
 std::string bfloat16_warning(const std::vector<PhysicalDevice>& devices) {
   const PhysicalDevice* cpu = find_cpu(devices);
   if (cpu != nullptr && cpu->native_bfloat16) return {};
   if (first_gpu_with_major(devices, kBFloat16TensorCoreMajor) != nullptr) return {};
-  std::string text = "Mixed precision compatibility check (mixed_bfloat16): " + cpu_name(cpu) +
-                     " has no native bfloat16 arithmetic (avx512_bf16 or AMX-BF16)";
+  std::string text = cpu_name(cpu) + " has no native bfloat16 (avx512_bf16 or AMX-BF16)";
   if (has_any_gpu(devices)) {
     text +=
         " and no GPU here has compute capability 8.0 or higher (found: " + describe_gpus(devices) +
         ")";
   }
-  text +=
-      ", so bfloat16 values are widened to float32 for every computation: activations take half "
-      "the memory, but expect no compute speed-up over float32 (the conversions may even cost "
-      "a little). It is logged once.";
-  return text;
+  return text + ": half the activation memory, but no compute speed-up over float32";
 }
 
 }  // namespace
@@ -147,7 +134,9 @@ void check_policy_compatibility(const Policy& policy) {
   if (!policy.is_mixed()) return;  // only the mixed policies are checked; skip listing devices
   try {
     const std::string warning = policy_compatibility_warning(policy, list_physical_devices());
-    if (!warning.empty()) warn_once("mixed_precision.compatibility." + policy.name(), warning);
+    if (!warning.empty()) {
+      warn_once("mixed_precision.compatibility." + policy.name(), policy.name() + ": " + warning);
+    }
   } catch (const std::exception&) {
     // A compatibility check is advice: failing to give it must not fail set_global_policy().
   }

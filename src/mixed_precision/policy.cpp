@@ -2,6 +2,7 @@
 
 #include <array>
 #include <mutex>
+#include <ostream>
 
 #include "mixprec/error.h"
 #include "mixprec/mixed_precision/device_compatibility.h"
@@ -46,6 +47,10 @@ GlobalPolicy& global() {
 }
 
 }  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Policy& policy) {
+  return os << "<Policy \"" << policy.name() << "\">";
+}
 
 Policy::Policy(std::string_view name) {
   for (const PolicyInfo& info : kPolicies) {

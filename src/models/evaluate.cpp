@@ -15,6 +15,7 @@
 #include "mixprec/models/model.h"
 #include "mixprec/ops.h"
 #include "models/callback_list.h"
+#include "models/label_check.h"
 #include "models/training_state.h"
 
 namespace mixprec {
@@ -111,6 +112,7 @@ Scores Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options
   models::TrainingState& state = models::require_compiled(*this, "evaluate");
   check_batch_size(*this, "evaluate", options.batch_size);
   models::check_samples(x, y, "evaluate");
+  models::check_sparse_labels(*this, state, y, "evaluate()");
   return evaluate_pipeline(*this, state, data::Pipeline(x, y), options);
 }
 

@@ -20,6 +20,7 @@
 #include "mixprec/models/model.h"
 #include "models/callback_list.h"
 #include "models/fit_run.h"
+#include "models/label_check.h"
 #include "models/step_timer.h"
 #include "models/train_step.h"
 #include "models/training_state.h"
@@ -296,6 +297,12 @@ class FitLoop {
 History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
   models::TrainingState& state = models::require_compiled(*this, "fit");
   validate_fit(*this, x, y, options);
+  models::check_sparse_labels(*this, state, y, "fit()");
+  if (options.validation_data) {
+    if (const auto* xy = std::get_if<std::pair<Tensor, Tensor>>(&*options.validation_data)) {
+      models::check_sparse_labels(*this, state, xy->second, "fit()", "validation_data y");
+    }
+  }
   if (options.distribute) distributed::detail::start_data_parallel_fit(*this, x, options);
   const FitData data = split_fit_data(data::Pipeline(data::Dataset(x, y)), options);
   return FitLoop(*this, state, data, options).run();

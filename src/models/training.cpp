@@ -88,14 +88,11 @@ Verbosity resolve_verbosity(Verbosity verbose) {
 
 std::optional<callbacks::ProgressBar> make_progress(Verbosity verbose) {
   std::optional<callbacks::ProgressBar> progress;
-  switch (resolve_verbosity(verbose)) {
-    case Verbosity::progress_bar:
-      progress.emplace(callbacks::ProgressBarOptions{.style = callbacks::ProgressStyle::bar});
-      break;
-    case Verbosity::one_line_per_epoch:
-      progress.emplace(callbacks::ProgressBarOptions{.style = callbacks::ProgressStyle::line});
-      break;
-    default: break;
+  const Verbosity resolved = resolve_verbosity(verbose);
+  if (resolved == Verbosity::progress_bar) {
+    progress.emplace(callbacks::ProgressBarOptions{.style = callbacks::ProgressStyle::bar});
+  } else if (resolved == Verbosity::one_line_per_epoch) {
+    progress.emplace(callbacks::ProgressBarOptions{.style = callbacks::ProgressStyle::line});
   }
   return progress;
 }

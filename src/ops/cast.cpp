@@ -45,4 +45,17 @@ double Tensor::item() const {
   return to_vector<double>()[0];
 }
 
+template <typename T>
+T Tensor::item() const {
+  if (numel() != 1) {
+    throw ValueError("item<" + std::string(dtype_name(dtype_of<T>())) +
+                     ">: expected a tensor with one element, got shape " + shape().to_string());
+  }
+  return to_vector<T>()[0];
+}
+
+#define MIXPREC_ITEM(e, T, name) template T Tensor::item<T>() const;
+MIXPREC_FOR_EACH_DTYPE(MIXPREC_ITEM)
+#undef MIXPREC_ITEM
+
 }  // namespace mixprec

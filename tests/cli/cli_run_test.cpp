@@ -115,6 +115,20 @@ TEST(CliInfo, MentionsTheCpuAndARecommendedPolicy) {
   EXPECT_NE(r.out.find("recommended policy: " + policy), std::string::npos);
 }
 
+// Each mixed policy's line names it once: "mixed_float16: <warning>", not the warning's own
+// prefix after the CLI's.
+TEST(CliInfo, PolicyLinesNameThePolicyOnce) {
+  const auto r = run_cli({"info"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string name : {"mixed_float16", "mixed_bfloat16"}) {
+    const std::size_t at = r.out.find("\n" + name + ": ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+    EXPECT_EQ(line.find(name, 1), std::string::npos) << "named twice: " << line;
+    EXPECT_EQ(line.find("compatibility check"), std::string::npos) << line;
+  }
+}
+
 TEST(CliHelp, TrainHelpListsTheOptionsAndExitsZero) {
   const auto r = run_cli({"train", "--help"});
   EXPECT_EQ(r.exit_code, 0);

@@ -27,7 +27,8 @@ class CliSavedModel : public ::testing::Test {
     write_tiny_fashion_mnist(data_->path(), 120, 40);
     const CliResult r = run_cli({"train", "--model", "mlp", "--units", "8", "--hidden-layers", "1",
                                  "--dataset", dataset(), "--epochs", "1", "--batch-size", "40",
-                                 "--verbose", "0", "--save", (saved_->path() / "model").string()});
+                                 "--verbose", "0", "--save", (saved_->path() / "model").string(),
+                                 "--checkpoint-dir", (saved_->path() / "ckpt").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() {
@@ -36,6 +37,19 @@ class CliSavedModel : public ::testing::Test {
   }
   static std::string dataset() { return "fashion_mnist:" + data_->path().string(); }
   static fs::path good() { return saved_->path() / "model"; }
+  static fs::path checkpoints() { return saved_->path() / "ckpt"; }
+  // The newest checkpoint train --checkpoint-dir wrote (after one epoch of 3 batches: ckpt-N).
+  static fs::path newest_checkpoint() {
+    fs::path newest;
+    for (const auto& e : fs::directory_iterator(checkpoints())) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".safetensors" &&
+          (newest.empty() || name > newest.filename().string())) {
+        newest = e.path();
+      }
+    }
+    return newest;
+  }
 
   // A copy of the good model in the test's own directory, to break.
   fs::path copy_of_good() {
@@ -81,7 +95,39 @@ TEST_F(CliSavedModel, TheGoodModelLoads) {
 
 TEST_F(CliSavedModel, MissingDirectory) {
   const fs::path missing = work_.path() / "no-such-model";
-  expect_refused(missing, {missing.string(), "no such directory", "--save"});
+  expect_refused(missing,
+                 {missing.string(), "no such file or directory", "--save", "--checkpoint-dir"});
+}
+
+// A training checkpoint file evaluates and predicts as the saved model of the same run does.
+TEST_F(CliSavedModel, ACheckpointFileLoadsAsTheSavedModel) {
+  const fs::path ckpt = newest_checkpoint();
+  ASSERT_FALSE(ckpt.empty());
+  const CliResult from_ckpt =
+      run_cli({"evaluate", "--model", ckpt.string(), "--dataset", dataset()});
+  ASSERT_EQ(from_ckpt.exit_code, 0) << from_ckpt.err;
+  const CliResult from_dir =
+      run_cli({"evaluate", "--model", good().string(), "--dataset", dataset()});
+  ASSERT_EQ(from_dir.exit_code, 0) << from_dir.err;
+  EXPECT_NE(from_ckpt.out.find("loss: "), std::string::npos) << from_ckpt.out;
+  EXPECT_EQ(from_ckpt.out.substr(from_ckpt.out.find("loss: ")),
+            from_dir.out.substr(from_dir.out.find("loss: ")));
+  const fs::path output = work_.path() / "p.csv";
+  const CliResult p = run_cli(
+      {"predict", "--model", ckpt.string(), "--dataset", dataset(), "--output", output.string()});
+  EXPECT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_TRUE(fs::exists(output));
+}
+
+// The checkpoint directory is not a model: the error names its newest file to pass instead.
+TEST_F(CliSavedModel, ACheckpointDirectoryNamesItsNewestFile) {
+  expect_refused(checkpoints(), {"checkpoint directory", newest_checkpoint().string()});
+}
+
+// A weights file (save_weights) has no architecture: the error says what it is.
+TEST_F(CliSavedModel, AWeightsFileSaysWhatItIs) {
+  const fs::path dir = copy_of_good();
+  expect_refused(dir / "model.safetensors", {"weights file", "load_weights"});
 }
 
 TEST_F(CliSavedModel, EmptyDirectory) {

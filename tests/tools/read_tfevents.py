@@ -5,7 +5,8 @@ Independent of mixprec's C++ code: parses the TFRecord framing, verifies both ma
 checksums of every record, and decodes Event / Summary / Summary.Value / HistogramProto from the
 protobuf wire format.
 
-  read_tfevents.py FILE_OR_DIR...            print every event, one line each
+  read_tfevents.py FILE_OR_DIR...            print every event, one line each (a directory is
+                                             searched recursively; none found is an error)
   read_tfevents.py --writer PROGRAM          run PROGRAM DIR (a fresh temporary directory), then
                                              check the events it wrote against the sample below
   read_tfevents.py --check-sample DIR        the same check on a directory written earlier
@@ -192,10 +193,16 @@ def read_events(path):
 
 
 def event_files(path):
-    if os.path.isdir(path):
-        return sorted(os.path.join(path, n) for n in os.listdir(path)
-                      if n.startswith("events.out.tfevents."))
-    return [path]
+    """The event files of a file or a directory, searched recursively as TensorBoard's --logdir is
+    (a log directory holds its runs, such as train/ and validation/, as subdirectories)."""
+    if not os.path.isdir(path):
+        return [path]
+    found = []
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        found.extend(os.path.join(root, n) for n in sorted(names)
+                     if n.startswith("events.out.tfevents."))
+    return found
 
 
 # ---- the sample written by tests/tools/tfevents_sample.cpp ----
@@ -279,7 +286,10 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     for path in argv:
-        for f in event_files(path):
+        files = event_files(path)
+        if not files:
+            raise FormatError("no event files (events.out.tfevents.*) in %s or below" % path)
+        for f in files:
             for e in read_events(f):
                 print(f, e)
     return 0

@@ -139,10 +139,13 @@ TEST_F(DeviceCompatibilityTest, PickUsesRegisteredGpus) {
 
 TEST_F(DeviceCompatibilityTest, Float16WarningTexts) {
   const std::string no_gpu = policy_compatibility_warning("mixed_float16", {cpu(true)});
-  EXPECT_TRUE(contains(no_gpu, "mixed_float16")) << no_gpu;
   EXPECT_TRUE(contains(no_gpu, "no usable GPU")) << no_gpu;
   EXPECT_TRUE(contains(no_gpu, "compute capability 7.0")) << no_gpu;
   EXPECT_TRUE(contains(no_gpu, "slower")) << no_gpu;
+  // The advice names the policy that is fast on this CPU.
+  EXPECT_TRUE(contains(no_gpu, "use mixed_bfloat16 on this CPU")) << no_gpu;
+  const std::string plain = policy_compatibility_warning("mixed_float16", {cpu(false)});
+  EXPECT_TRUE(contains(plain, "use float32 on this CPU")) << plain;
 
   const std::string old_gpu =
       policy_compatibility_warning("mixed_float16", {cpu(false), gpu(0, "Tesla P100", 6, 0)});
@@ -172,6 +175,35 @@ TEST_F(DeviceCompatibilityTest, OtherPoliciesNeverWarn) {
     set_global_policy(name);
   }
   EXPECT_TRUE(warnings_.empty());
+}
+
+// Every warning is one short line: the log prints "<policy>: <warning>", and `mixprec info` prints
+// the same, so the text itself must not repeat the policy's name as a prefix.
+TEST_F(DeviceCompatibilityTest, WarningsAreOneShortLineWithoutAPrefix) {
+  const std::vector<std::vector<PhysicalDevice>> machines = {
+      {cpu(true)},
+      {cpu(false)},
+      {cpu(false), gpu(0, "Tesla P100", 6, 0)},
+      {cpu(false), gpu(0, "T4", 7, 5)}};
+  for (const auto& devices : machines) {
+    for (const char* name : {"mixed_float16", "mixed_bfloat16"}) {
+      const std::string w = policy_compatibility_warning(name, devices);
+      if (w.empty()) continue;
+      EXPECT_EQ(w.find('\n'), std::string::npos) << w;
+      // About 200 characters on a CPU; the GPUs found are named when there are some.
+      EXPECT_LE(w.size(), devices.size() == 1 ? 200u : 260u) << w;
+      EXPECT_FALSE(contains(w, "compatibility check")) << w;
+      EXPECT_NE(w.rfind(name, 0), 0u) << "starts with the policy's name: " << w;
+    }
+  }
+}
+
+TEST_F(DeviceCompatibilityTest, TheLoggedLineStartsWithThePolicy) {
+  set_global_policy("mixed_float16");
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_EQ(warnings_[0].rfind("mixed_float16: ", 0), 0u) << warnings_[0];
+  EXPECT_EQ(warnings_[0].find("mixed_float16", 1), std::string::npos)
+      << "the policy named twice: " << warnings_[0];
 }
 
 TEST_F(DeviceCompatibilityTest, MixedFloat16WithoutGpuWarnsExactlyOnce) {

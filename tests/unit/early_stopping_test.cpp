@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "mixprec/mixprec.h"
@@ -64,6 +66,24 @@ TEST(EarlyStoppingTest, MissingMonitorIsSkippedNotAnError) {
   Model model = testing::tiny_model(1);
   EarlyStopping es({.patience = 0});
   EXPECT_EQ(run(es, model, "loss", {1.0, 2.0, 3.0}), -1);  // monitors val_loss
+}
+
+// The one warning for a missing monitor names the logs there are, so a typo shows its fix.
+TEST(EarlyStoppingTest, MissingMonitorWarningListsTheAvailableLogs) {
+  Model model = testing::tiny_model(1);
+  std::vector<std::string> warnings;
+  LogHandler previous = set_log_handler([&](LogLevel level, std::string_view message) {
+    if (level == LogLevel::warning) warnings.emplace_back(message);
+  });
+  EarlyStopping es({.monitor = "val_acuracy", .patience = 0});
+  es.set_model(&model);
+  es.on_train_begin({});
+  es.on_epoch_end(0, Logs({{"loss", 0.5}, {"accuracy", 0.8}, {"val_accuracy", 0.7}}));
+  es.on_epoch_end(1, Logs({{"loss", 0.4}, {"accuracy", 0.9}, {"val_accuracy", 0.8}}));
+  set_log_handler(previous);
+  ASSERT_EQ(warnings.size(), 1u);  // once, as Keras
+  EXPECT_NE(warnings[0].find("'val_acuracy'"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("loss, accuracy, val_accuracy"), std::string::npos) << warnings[0];
 }
 
 TEST(EarlyStoppingTest, InFitRestoresTheBestWeights) {

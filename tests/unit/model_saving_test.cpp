@@ -102,7 +102,10 @@ TEST(ModelSavingTest, BadDirectoriesGetClearErrors) {
   const std::string good_config = read_text(path / "config.json");
 
   testing::expect_error<IOError>([&] { (void)load_model(dir.path() / "absent"); },
-                                 {"absent", "config.json", "cannot read"});
+                                 {"absent", "no such file or directory"});
+  fs::create_directory(dir.path() / "empty");
+  testing::expect_error<IOError>([&] { (void)load_model(dir.path() / "empty"); },
+                                 {"empty", "config.json", "cannot read"});
   write_text(path / "config.json", "{\"format\": \"mixprec-saved-model\", ");
   testing::expect_error<IOError>([&] { (void)load_model(path); },
                                  {"config.json", "not valid JSON"});

@@ -328,7 +328,7 @@ void run_bench(const BenchOptions& options, const Invocation& invocation) {
 Command add_bench_command(CLI::App& app, const Invocation& invocation) {
   auto* sub = app.add_subcommand(
       "bench",
-      "time training steps on synthetic data; one DESIGN §5 row (step ms, samples/s, "
+      "time training steps on synthetic data; one row in the format of bench/results/ (step ms, samples/s, "
       "TFLOP/s, peak memory)");
   auto options = std::make_shared<BenchOptions>();
   add_common_options(*sub, options->train, OptionSet::bench);

@@ -36,10 +36,10 @@ void run_evaluate(const SavedModelOptions& options) {
 
 Command add_evaluate_command(CLI::App& app, const Invocation& invocation) {
   (void)invocation;
-  auto* sub = app.add_subcommand(
-      "evaluate",
-      "load a saved model (train --save DIR) and print its loss and metrics on a data "
-      "set's test split");
+  auto* sub = app.add_subcommand("evaluate",
+                                 "load a saved model (train --save DIR) or a training checkpoint "
+                                 "file and print its loss and metrics on a data "
+                                 "set's test split");
   auto options = std::make_shared<SavedModelOptions>();
   add_saved_model_options(*sub, *options);
   return {sub, [options] { run_evaluate(*options); }};

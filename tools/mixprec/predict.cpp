@@ -35,10 +35,10 @@ void run_predict(const SavedModelOptions& options) {
 
 Command add_predict_command(CLI::App& app, const Invocation& invocation) {
   (void)invocation;
-  auto* sub = app.add_subcommand(
-      "predict",
-      "load a saved model (train --save DIR) and write its outputs for a data set's "
-      "test split to a .npy or .csv file");
+  auto* sub = app.add_subcommand("predict",
+                                 "load a saved model (train --save DIR) or a training checkpoint "
+                                 "file and write its outputs for a data set's "
+                                 "test split to a .npy or .csv file");
   auto options = std::make_shared<SavedModelOptions>();
   add_saved_model_options(*sub, *options);
   sub->add_option("--output", options->output,

@@ -42,12 +42,57 @@ data::Pipeline shape_for_model(const data::Pipeline& raw, const DataGeometry& g,
                    "inputs");
 }
 
+// The newest checkpoint file of a `train --checkpoint-dir` directory ("" when it has none).
+std::string newest_checkpoint(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::string newest;
+  long best = -1;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = "ckpt-", suffix = ".safetensors";
+    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string number =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (number.find_first_not_of("0123456789") != std::string::npos || number.size() > 9) continue;
+    if (std::stol(number) > best) {
+      best = std::stol(number);
+      newest = entry.path().string();
+    }
+  }
+  return newest;
+}
+
+// --model names a saved-model directory or a checkpoint file; load_model tells the kinds of file
+// apart. What it cannot see is a missing path or a checkpoint directory given for one of its files.
+void check_model_path(const std::string& model) {
+  std::error_code ec;
+  const std::filesystem::path path(model);
+  const std::string kinds =
+      "pass a saved model's directory (mixprec train ... --save DIR) or a training checkpoint "
+      "file (mixprec train ... --checkpoint-dir DIR writes DIR/ckpt-N.safetensors)";
+  if (!std::filesystem::exists(path, ec)) {
+    throw IOError("--model " + model + ": no such file or directory; " + kinds);
+  }
+  if (std::filesystem::is_directory(path, ec) &&
+      !std::filesystem::exists(path / "config.json", ec)) {
+    const std::string newest = newest_checkpoint(path);
+    if (!newest.empty()) {
+      throw IOError("--model " + model + ": a checkpoint directory (train --checkpoint-dir), " +
+                    "not a saved model; pass one of its checkpoint files, the newest is " + newest);
+    }
+  }
+}
+
 }  // namespace
 
 void add_saved_model_options(CLI::App& app, SavedModelOptions& o) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--model", o.model_dir,
-                 "directory of a saved model (mixprec train --save DIR, Model::save)")
+                 "a saved model's directory (mixprec train --save DIR, Model::save) or a training "
+                 "checkpoint file (train --checkpoint-dir DIR: DIR/ckpt-N.safetensors)")
       ->required();
   app.add_option("--dataset", o.dataset,
                  "fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR, "
@@ -77,11 +122,7 @@ void check_saved_model_options(const SavedModelOptions& o) {
 SavedModelRun load_saved_model_run(const SavedModelOptions& o) {
   const DatasetSpec spec = parse_dataset(o.dataset);
   const ResolvedDevice device = resolve_device(device_choice(o.device));
-  std::error_code ec;
-  if (!std::filesystem::is_directory(o.model_dir, ec)) {
-    throw IOError("--model " + o.model_dir +
-                  ": no such directory; write one with mixprec train ... --save " + o.model_dir);
-  }
+  check_model_path(o.model_dir);
   // The variables on the run's device; batches follow them.
   DeviceScope device_scope(device.device);
   Model model = load_model(o.model_dir, {.allow_nonfinite = o.allow_nonfinite});

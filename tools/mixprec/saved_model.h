@@ -1,6 +1,6 @@
-// What `mixprec evaluate` and `predict` share: the model a `train --save DIR` wrote
-// (mixprec::load_model), the data set's test split shaped for that model's input, and their
-// options.
+// What `mixprec evaluate` and `predict` share: the model a `train --save DIR` wrote, or the one in
+// a training checkpoint file of `train --checkpoint-dir DIR` (mixprec::load_model reads both), the
+// data set's test split shaped for that model's input, and their options.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,7 +15,7 @@
 namespace mixprec::cli {
 
 struct SavedModelOptions {
-  std::string model_dir;  // --model DIR (required)
+  std::string model_dir;  // --model DIR or checkpoint FILE (required)
   std::string dataset = "fashion_mnist";
   std::optional<std::int64_t> max_samples;
   std::int64_t batch_size = 256;
@@ -39,8 +39,9 @@ struct SavedModelRun {
   std::int64_t classes = 0;  // the model's output width
 };
 
-// Loads the model of options.model_dir (IOError naming the directory when there is none, or
-// load_model's error for a corrupt one) and the data set, and shapes the test split for the
+// Loads the model of options.model_dir (IOError naming the path when there is none, or when it is
+// a checkpoint directory rather than one of its files; load_model's error, which names the kind of
+// file found, for a corrupt or wrong one) and the data set, and shapes the test split for the
 // model's input: flatten for a (None, F) input, reshape/resize/grayscale_to_rgb for a
 // (None, S, S, C) one. ValueError when the data cannot be fed to the model (F differs from the
 // image's size, channels that do not convert, labels beyond the model's classes).

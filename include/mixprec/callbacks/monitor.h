@@ -26,6 +26,9 @@ class Monitor {
   bool maximizes() const { return maximize_; }
   // The watched value in `logs`, or nothing (the caller warns once, as Keras does).
   std::optional<double> read(const Logs& logs) const;
+  // "the monitored log 'val_los' is not available (the logs have: loss, accuracy, ...)": what the
+  // caller's one warning says when read() finds nothing, listing the names it could watch.
+  std::string missing_message(const Logs& logs) const;
   bool improved(double value) const;
   std::optional<double> best() const { return best_; }
   void set_best(std::optional<double> best) { best_ = best; }

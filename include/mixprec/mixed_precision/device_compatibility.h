@@ -31,7 +31,10 @@ PolicyChoice pick_policy_for_device(const std::vector<PhysicalDevice>& devices);
 // Other policies never warn. set_global_policy() calls this; layers call it for a per-layer dtype.
 // Never throws.
 void check_policy_compatibility(const Policy& policy);
-// The warning check_policy_compatibility() would log for `policy` on `devices`; "" when none.
+// The warning check_policy_compatibility() would log for `policy` on `devices`, one line without
+// the policy's name (the log line is "<policy>: <warning>"); "" when none. On a CPU without a
+// usable GPU, mixed_float16's warning ends with the advice: mixed_bfloat16 when the CPU has native
+// bfloat16, else float32.
 std::string policy_compatibility_warning(const Policy& policy,
                                          const std::vector<PhysicalDevice>& devices);
 

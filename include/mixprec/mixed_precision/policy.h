@@ -3,6 +3,7 @@
 // option names another.
 #pragma once
 
+#include <iosfwd>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,9 @@ class Policy {
   DType compute_ = DType::float32;
   DType variable_ = DType::float32;
 };
+
+// Writes what Keras's repr shows: <Policy "mixed_float16">.
+std::ostream& operator<<(std::ostream& os, const Policy& policy);
 
 // The process-wide policy (default float32); thread-safe. Setting it runs
 // check_policy_compatibility() (device_compatibility.h), which warns once per process when the

@@ -129,7 +129,9 @@ class Model : public layers::Layer {
   // Loads a file written by save_weights (or any safetensors file with the same names): every
   // variable must be present with its shape and dtype and nothing else may be in the file; the
   // checks come first and the model is untouched on any error (IOError for a bad file, ValueError
-  // naming the variable for a mismatch). A file written by save_weights carries checksums of its
+  // naming the variable for a mismatch). A training checkpoint (io::save_checkpoint, written by
+  // ModelCheckpoint and BackupAndRestore) loads too: its model part, without the optimizer state
+  // (io::load_checkpoint restores that). A file written by save_weights carries checksums of its
   // tensors and metadata, verified here (IOError naming the first tensor that differs); files
   // without them (Hugging Face's, older ones) load unchecked. Weights holding NaN or Inf are an
   // IOError naming the tensor and the count unless options.allow_nonfinite.

@@ -22,12 +22,16 @@
 
 namespace mixprec {
 
-// Loads a directory written by Model::save. IOError for a missing or malformed file, ValueError
-// for a config that does not describe a valid model or weights that do not fit it; the message
-// names the file. A model saved without compile settings (or with a custom loss or metric) is
-// returned uncompiled. The weights file is read and verified first (its checksums, and finite
-// values unless options.allow_nonfinite; see Model::load_weights), so that its errors name it.
-Model load_model(const std::filesystem::path& dir, const LoadOptions& options = {});
+// Loads a directory written by Model::save, or a training checkpoint file (io::save_checkpoint,
+// written by ModelCheckpoint and BackupAndRestore), which holds the same architecture and compile
+// settings: from a checkpoint, the model part (weights), without the optimizer's state. IOError
+// for a missing or malformed file, and for a file of another kind, naming the kind found and the
+// call that reads it (a weights file: Model::load_weights); ValueError for a config that does not
+// describe a valid model or weights that do not fit it; the message names the file. A model saved
+// without compile settings (or with a custom loss or metric) is returned uncompiled. The weights
+// are read and verified first (their checksums, and finite values unless
+// options.allow_nonfinite; see Model::load_weights), so that their errors name their file.
+Model load_model(const std::filesystem::path& path, const LoadOptions& options = {});
 
 }  // namespace mixprec
 

@@ -30,8 +30,37 @@ struct CompileOptions {
   std::vector<std::variant<std::string, metrics::Metric>> metrics;
 };
 
-// Keras verbosity: 0 silent, 1 progress bar, 2 one line per epoch; auto = 1 on a terminal, else 2.
-enum class Verbosity { silent = 0, progress_bar = 1, one_line_per_epoch = 2, automatic = -1 };
+// Keras verbosity: 0 silent, 1 progress bar, 2 one line per epoch; "auto" = 1 on a terminal, else
+// 2. Written as Keras writes it (`.verbose = 0`, `.verbose = 2`, `.verbose = "auto"`) or by name
+// (`.verbose = Verbosity::silent`). Any other number or name throws ValueError listing these.
+class Verbosity {
+ public:
+  static const Verbosity silent;              // 0
+  static const Verbosity progress_bar;        // 1
+  static const Verbosity one_line_per_epoch;  // 2
+  static const Verbosity automatic;           // "auto"
+
+  constexpr Verbosity() = default;     // automatic
+  Verbosity(int level);                // NOLINT: implicit, Keras's verbose=0/1/2
+  Verbosity(const char* name);         // NOLINT: implicit, "auto" (or "0", "1", "2")
+  Verbosity(const std::string& name);  // NOLINT
+
+  // 0, 1, 2, or -1 for automatic.
+  constexpr int level() const { return level_; }
+  explicit constexpr operator int() const { return level_; }
+  friend constexpr bool operator==(Verbosity a, Verbosity b) = default;
+
+ private:
+  struct Level {
+    int value;
+  };
+  constexpr explicit Verbosity(Level level) : level_(level.value) {}
+  int level_ = -1;
+};
+inline constexpr Verbosity Verbosity::silent{Level{0}};
+inline constexpr Verbosity Verbosity::progress_bar{Level{1}};
+inline constexpr Verbosity Verbosity::one_line_per_epoch{Level{2}};
+inline constexpr Verbosity Verbosity::automatic{Level{-1}};
 
 // fit()'s validation data: (x_val, y_val) tensors, or a data::Pipeline (Keras takes a tuple or a
 // tf.data dataset), evaluated with fit's batch_size.
