@@ -168,8 +168,10 @@ TEST_F(TokenDatasetTest, InMemoryTokensBehaveAsAFile) {
   const TokenWindowOptions options{.context = 5, .batch_size = 2, .seed = 1};
   EXPECT_EQ(mem.train_windows(options).batch(0, 8).x.to_vector<std::int32_t>(),
             file.train_windows(options).batch(0, 8).x.to_vector<std::int32_t>());
-  const std::vector<std::int32_t> bad = {1, 2, 70000};
-  expect_error<ValueError>([&] { TokenDataset(bad, kVocab); }, {"token 2 is 70000"});
+  const std::vector<std::int32_t> bad = {1, 2, kVocab};
+  expect_error<ValueError>([&] { TokenDataset(bad, kVocab); }, {"token 2 is 50000"});
+  const std::vector<std::int32_t> negative = {-1};
+  expect_error<ValueError>([&] { TokenDataset(negative, kVocab); }, {"token 0 is -1"});
   expect_error<ValueError>([&] { TokenDataset(t, 65537); }, {"vocab size 65537"});
 }
 
