@@ -139,8 +139,11 @@ TEST_P(MhaPolicies, OutputInTheComputeDtypeAndGradientsInFloat32) {
   }
 }
 
-TEST_P(MhaPolicies, MixedMatchesFloat32Within2e3) {
-  if (std::string(GetParam()) == "float32") GTEST_SKIP() << "the float32 side of the comparison";
+class MhaMixedPolicies : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(MultiHeadAttention, MhaMixedPolicies,
+                         ::testing::Values("mixed_float16", "mixed_bfloat16"));
+
+TEST_P(MhaMixedPolicies, MixedMatchesFloat32Within2e3) {
   set_seed(5);
   MultiHeadAttention f32(4, 16, {.dtype = "float32"});
   MultiHeadAttention mixed(4, 16, {.dtype = mixed_precision::Policy(GetParam())});
