@@ -12,6 +12,7 @@
 #include "mixprec/layers/keras_tensor.h"
 #include "mixprec/layers/layer.h"
 #include "mixprec/layers/merge.h"
+#include "mixprec/layers/multi_head_attention.h"
 #include "mixprec/layers/pooling.h"
 #include "mixprec/layers/reshape.h"
 #include "mixprec/layers/resizing.h"
