@@ -3,6 +3,7 @@
 
 #include "mixprec/activations.h"
 #include "mixprec/applications.h"
+#include "mixprec/attention.h"
 #include "mixprec/autograd.h"
 #include "mixprec/bfloat16.h"
 #include "mixprec/callbacks/callbacks.h"

@@ -14,6 +14,7 @@
 #include "mixprec/layers/layer.h"
 #include "mixprec/layers/layer_normalization.h"
 #include "mixprec/layers/merge.h"
+#include "mixprec/layers/multi_head_attention.h"
 #include "mixprec/layers/pooling.h"
 #include "mixprec/layers/position_embedding.h"
 #include "mixprec/layers/reshape.h"
