@@ -14,7 +14,8 @@
 namespace mixprec {
 
 // "linear" (identity; also the empty name), "relu", "relu6", "sigmoid", "tanh", "softmax",
-// "log_softmax", "gelu" (exact erf form, the Keras default), "swish", "silu" (the same function).
+// "log_softmax", "gelu" (exact erf form, the Keras default), "gelu_tanh" (the tanh approximation:
+// Keras' gelu(x, approximate=True), GPT-2's "gelu_new"), "swish", "silu" (the same function).
 // An unknown name throws ValueError listing the valid names.
 Tensor apply_activation(std::string_view name, const Tensor& x);
 

@@ -22,6 +22,10 @@
 #include <optional>
 #include <string>
 
+#include "mixprec/applications/generate.h"
+#include "mixprec/applications/gpt.h"
+#include "mixprec/applications/gpt2_weights.h"
+#include "mixprec/applications/vit.h"
 #include "mixprec/mixed_precision/policy.h"
 #include "mixprec/models/model.h"
 

@@ -19,12 +19,14 @@
 # scripts/tensorboard-screenshot.sh on a machine with a browser),
 # bench:STAGES (scripts/bench-gpu.sh with those comma-separated stages, merged into
 # bench/results/<machine>-*.json), mp:MODEL:POLICY:BATCH[:find] (one `mixprec bench` row; find =
-# MIXPREC_CUDNN_BENCHMARK=1), torch:MODEL:POLICIES:BATCH (the PyTorch eager peer, no compile),
+# MIXPREC_CUDNN_BENCHMARK=1; MODEL a GPT preset such as gpt2 runs SEQ_GPT = 1024 tokens with
+# AdamW), torch:MODEL:POLICIES:BATCH (the PyTorch eager peer, no compile; for a GPT preset
+# bench/peers/torch_gpt.py, eager with scaled_dot_product_attention and torch.compile),
 # ncu:MODEL:POLICY:BATCH (Nsight Compute's per-kernel time summary of one warm-up and two steps).
 # Settings: DEADLINE (540), TESTS_TIMEOUT (150), SANITIZER_TIMEOUT (90), SANITIZER_FILTER (gtest
 # filter; default every test but the allocator's intended out-of-memory one, with the NCCL tests
 # in a second run that does not report CUDA API return codes: see the memcheck stage), GTEST_FILTER,
-# STEPS_CNN/WARMUP_CNN (20/5), ROW_TIMEOUT (90), TAR (the packed binaries in .gpu-carry, default
+# STEPS_CNN/WARMUP_CNN (20/5), SEQ_GPT/STEPS_GPT/WARMUP_GPT (1024/20/5), ROW_TIMEOUT (90), TAR (the packed binaries in .gpu-carry, default
 # prebuilt.tar.xz) and TAG (names this run's log and tarball, for an A/B of two TARs in one call).
 # Row, training and profile outputs are packed into $OUT/results.tar.gz at the end (the device
 # tool brings back at most 8 files).
@@ -104,6 +106,8 @@ mp_row() {
   local model=$1 policy=$2 batch=$3 find=${4:-} args
   if [[ "$model" == mlp ]]; then
     args=(--units 4096 --optimizer rmsprop --steps 50 --warmup 10)
+  elif [[ "$model" == gpt* ]]; then  # a preset (gpt2, gpt-mini, ...) at SEQ_GPT tokens, AdamW
+    args=(--seq-len "${SEQ_GPT:-1024}" --optimizer adamw --steps "${STEPS_GPT:-20}" --warmup "${WARMUP_GPT:-5}")
   else
     args=(--input-size 224 --classes 1000 --optimizer adam --steps "${STEPS_CNN:-20}" --warmup "${WARMUP_CNN:-5}")
   fi
@@ -166,6 +170,12 @@ for s in "$@"; do
     mp:*)
       IFS=: read -r _ m p b f <<<"$s"
       mp_row "$m" "$p" "$b" "$f"
+      ;;
+    torch:gpt*)  # the GPT peer: eager with scaled_dot_product_attention, and torch.compile
+      IFS=: read -r _ m p b <<<"$s"
+      stage "torch gpt $m $p b$b" "${ROW_TIMEOUT:-180}" env PYTHONUNBUFFERED=1 python3 "$root/bench/peers/torch_gpt.py" \
+        --device cuda --preset "$m" --seq-len "${SEQ_GPT:-1024}" --policies "$p" --batch-size "$b" --compile \
+        --steps "${STEPS_GPT:-20}" --warmup "${WARMUP_GPT:-5}" --json "$files/torch-$m-${p//,/+}-b$b.json"
       ;;
     torch:*)
       IFS=: read -r _ m p b <<<"$s"

@@ -180,13 +180,13 @@ Model build_saved_model(const std::string& text, const std::string& where,
     try {
       return model_from_json(config["model"].dump(), limits);
     } catch (const ValueError& e) {
-      throw ValueError(where + ": " + e.what() +
-                       (bounded_by_file && std::string_view(e.what()).find("max_params") !=
-                                               std::string_view::npos
-                            ? " (the limit is the " + std::to_string(limits.max_params) +
-                                  " values of " + weights_where +
-                                  "; do the config and the weights belong to the same model?)"
-                            : std::string()));
+      throw ValueError(
+          where + ": " + e.what() +
+          (bounded_by_file &&
+                   std::string_view(e.what()).find("max_params") != std::string_view::npos
+               ? " (the limit is the " + std::to_string(limits.max_params) + " values of " +
+                     weights_where + "; do the config and the weights belong to the same model?)"
+               : std::string()));
     }
   }();
   load_weights(model);
@@ -257,8 +257,8 @@ Model load_model(const std::filesystem::path& path, const LoadOptions& options) 
   std::error_code size_ec;
   const std::uintmax_t bytes = std::filesystem::file_size(weights_path, size_ec);
   if (size_ec) {
-    throw IOError(weights_path.string() + ": cannot read the saved model's weights: " +
-                  size_ec.message());
+    throw IOError(weights_path.string() +
+                  ": cannot read the saved model's weights: " + size_ec.message());
   }
   return build_saved_model(read_config(config_path), config_path.string(), weights_path.string(),
                            bytes, [&](Model& model) {

@@ -11,9 +11,10 @@ namespace mixprec {
 
 namespace {
 
-constexpr std::array<std::string_view, 10> kNames = {"linear", "relu",    "relu6",       "sigmoid",
-                                                     "tanh",   "softmax", "log_softmax", "gelu",
-                                                     "swish",  "silu"};
+// "gelu_tanh" is GELU's tanh approximation (Keras: gelu(x, approximate=True); GPT-2's "gelu_new").
+constexpr std::array<std::string_view, 11> kNames = {
+    "linear",      "relu", "relu6",     "sigmoid", "tanh", "softmax",
+    "log_softmax", "gelu", "gelu_tanh", "swish",   "silu"};
 
 std::string joined_names() {
   std::string s;
@@ -49,6 +50,7 @@ Tensor apply_activation(std::string_view name, const Tensor& x) {
   if (name == "softmax") return softmax(x, -1);
   if (name == "log_softmax") return log_softmax(x, -1);
   if (name == "gelu") return gelu(x, GeluApproximation::none);
+  if (name == "gelu_tanh") return gelu(x, GeluApproximation::tanh);
   if (name == "swish" || name == "silu") return silu(x);
   check_activation_name(name);
   return x;  // unreachable: check_activation_name threw

@@ -39,11 +39,12 @@ class PositionEmbeddingImpl final : public LayerImpl {
                        "features), got shape " +
                        partial_shape_to_string(s));
     }
+    // The sequence axis may be unknown in a symbolic call (a language model takes any length up
+    // to sequence_length); each real call checks its length.
     const std::int64_t t = s[s.size() - 2], c = s.back();
-    if (c < 0 || t < 0) {
-      throw ShapeError(name() + ": PositionEmbedding needs known sequence and feature axes, " +
-                       "got shape " + partial_shape_to_string(s) +
-                       "; give mp::Input the sequence length");
+    if (c < 0) {
+      throw ShapeError(name() + ": PositionEmbedding needs a known feature axis, got shape " +
+                       partial_shape_to_string(s));
     }
     if (t > sequence_length_) {
       throw ShapeError(

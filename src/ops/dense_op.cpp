@@ -247,6 +247,7 @@ std::optional<DenseActivation> dense_activation_from_name(std::string_view name)
   if (name.empty() || name == "linear") return DenseActivation::linear;
   if (name == "relu") return DenseActivation::relu;
   if (name == "gelu") return DenseActivation::gelu;
+  if (name == "gelu_tanh") return DenseActivation::gelu_tanh;
   return std::nullopt;
 }
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 
-EXAMPLES = ["quickstart", "training_features"]
+EXAMPLES = ["quickstart", "training_features", "transformers"]
 
 # Shell lines of the README that are not `mixprec ...`, and what runs them.
 OTHER_LINES = [

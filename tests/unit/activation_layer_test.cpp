@@ -42,6 +42,11 @@ TEST(ActivationLayerTest, ElementwiseActivationsMatchTheirFormulas) {
       {"sigmoid", sigmoid_ref},
       {"tanh", [](double v) { return std::tanh(v); }},
       {"gelu", [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }},
+      {"gelu_tanh",
+       [](double v) {
+         const double c = std::sqrt(2.0 / 3.141592653589793);
+         return 0.5 * v * (1 + std::tanh(c * (v + 0.044715 * v * v * v)));
+       }},
       {"swish", [](double v) { return v * sigmoid_ref(v); }},
       {"silu", [](double v) { return v * sigmoid_ref(v); }},
   };
@@ -122,7 +127,7 @@ TEST(ActivationLayerTest, UnknownNameListsTheValidOnes) {
         EXPECT_NE(msg.find(n), std::string::npos) << n;
     }
   }
-  EXPECT_EQ(activation_names().size(), 10u);
+  EXPECT_EQ(activation_names().size(), 11u);
 }
 
 TEST(ActivationLayerTest, GradientFlowsThroughTheLayer) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "commands.h"
@@ -48,11 +49,19 @@ struct TimedSteps {
   std::optional<double> host_syncs_per_step;
 };
 
-// Compiles `model`, runs `warmup` untimed and `steps` timed train_on_batch steps on (x, y).
-TimedSteps time_steps(Model& model, const BenchOptions& options, const std::string& optimizer,
-                      const Tensor& x, const Tensor& y) {
-  model.compile({.optimizer = make_optimizer(optimizer, options.train.learning_rate),
-                 .loss = std::string("sparse_categorical_crossentropy")});
+// Compiles `model` (with `loss`), runs `warmup` untimed and `steps` timed train_on_batch steps on
+// (x, y).
+TimedSteps time_steps(
+    Model& model, const BenchOptions& options, const std::string& optimizer, const Tensor& x,
+    const Tensor& y,
+    std::variant<std::string, losses::Loss> loss = std::string("sparse_categorical_crossentropy"),
+    bool transformer = false) {
+  optimizers::Optimizer opt = make_optimizer(optimizer, options.train.learning_rate);
+  // As the training command does: no weight decay on biases, norms and embeddings.
+  if (transformer && optimizer == "adamw") {
+    opt.exclude_from_weight_decay({}, {"bias", "gamma", "beta", "embeddings"});
+  }
+  model.compile({.optimizer = opt, .loss = std::move(loss)});
   // Memory where the model lives (a GPU's memory for a model on one, not the host's).
   const std::vector<Tensor> variables = model.variables();
   const Device device = variables.empty() ? Device::cpu() : variables.front().device();
@@ -286,6 +295,79 @@ void bench_images(const BenchOptions& options, const Invocation& invocation, Run
                  result_row(train, config.batch_size, s, t, std::nullopt));
 }
 
+// A GPT (a preset, or --model gpt with --layers/--width/--heads/--vocab) on random token
+// windows: tokens/s and model FLOP/s as bench/peers/torch_gpt.py counts them
+// (applications::gpt_step_flops), AdamW by default.
+void bench_gpt(const BenchOptions& options, const Invocation& invocation) {
+  const TrainOptions& train = options.train;
+  const ModelChoice model = parse_model(train.model);
+  RunConfig config;
+  config.options = train;
+  config.model = model;
+  config.policy = train.policy;
+  config.device = resolve_device(device_choice(train.device));
+  applications::GptConfig gpt = gpt_model_config(model, train);
+  config.seq_len = train.seq_len.value_or(
+      std::min<std::int64_t>(gpt.context, config.device.is_gpu ? 1024 : 128));
+  gpt.context = std::max(gpt.context, config.seq_len);
+  config.batch_size = train.batch_size.value_or(8);
+  config.optimizer = train.optimizer.empty() ? "adamw" : train.optimizer;
+  const std::int64_t b = config.batch_size, t = config.seq_len;
+
+  const mixed_precision::Policy previous = mixed_precision::global_policy();
+  mixed_precision::set_global_policy(mixed_precision::Policy(train.policy));
+  set_seed(train.seed);
+  Generator gen(train.seed);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(b * (t + 1)));
+  for (auto& id : ids)
+    id = static_cast<std::int32_t>(gen.below(static_cast<std::uint64_t>(gpt.vocab)));
+  const Tensor windows = from_vector(ids, {b, t + 1});
+  const Tensor x = slice(windows, 1, 0, t).contiguous();
+  const Tensor y = slice(windows, 1, 1, t + 1).contiguous();
+  TimedSteps timed;
+  {
+    DeviceScope on_device(config.device.device);
+    Model m = applications::gpt(gpt);
+    timed = time_steps(m, options, config.optimizer, x, y,
+                       losses::SparseCategoricalCrossentropy({.from_logits = true}), true);
+  }
+  mixed_precision::set_global_policy(previous);
+
+  const StepStats s = step_stats(timed.step_ms);
+  const double seconds = s.median_ms / 1e3;
+  const double tokens_per_s = static_cast<double>(b * t) / seconds;
+  const double tflops = applications::gpt_step_flops(gpt, b, t) / seconds / 1e12;
+  std::printf(
+      "%-14s %-15s batch %3lld x %5lld tokens  median %9.2f ms  %9.0f tokens/s  %6.3f TFLOP/s  "
+      "peak %s%s\n",
+      "mixprec", train.policy.c_str(), static_cast<long long>(b), static_cast<long long>(t),
+      s.median_ms, tokens_per_s, tflops, format_bytes(timed.peak_memory_bytes).c_str(),
+      syncs_text(timed).c_str());
+  if (options.json_path.empty()) return;
+  nlohmann::ordered_json row = result_row(train, b, s, timed, tflops);
+  row["tokens_per_s"] = tokens_per_s;
+  write_document(options, invocation, config,
+                 {{"model", "gpt"},
+                  {"preset", train.model},
+                  {"layers", gpt.layers},
+                  {"width", gpt.width},
+                  {"heads", gpt.heads},
+                  {"seq_len", t},
+                  {"vocab", gpt.vocab},
+                  {"params", timed.params},
+                  {"batch_size", b},
+                  {"optimizer", config.optimizer},
+                  {"steps", options.steps},
+                  {"warmup", options.warmup},
+                  {"threads", omp_get_max_threads()},
+                  {"data", "random token windows"},
+                  {"flops",
+                   "6 * tokens * (12 * layers * width^2 + vocab * width) + 12 * tokens * "
+                   "layers * seq_len * width per step (applications::gpt_step_flops)"},
+                  {"peak_memory", "mixprec::memory_stats peak tensor bytes over warmup and steps"}},
+                 std::move(row));
+}
+
 void run_bench(const BenchOptions& options, const Invocation& invocation) {
   TrainOptions train = options.train;
   check_options(train);
@@ -296,6 +378,15 @@ void run_bench(const BenchOptions& options, const Invocation& invocation) {
     throw UsageError("--warmup must be >= 0, got " + std::to_string(options.warmup));
   }
   const ModelChoice model = parse_model(train.model);
+  if (model.is_language_model()) {
+    if (!options.dataset.empty()) {
+      throw UsageError(
+          "--dataset does not apply to the GPT bench: it trains on random token "
+          "windows (--vocab, --seq-len)");
+    }
+    bench_gpt(options, invocation);
+    return;
+  }
   if (!model.takes_images()) {
     if (!options.dataset.empty()) {
       throw UsageError(
@@ -326,10 +417,10 @@ void run_bench(const BenchOptions& options, const Invocation& invocation) {
 }  // namespace
 
 Command add_bench_command(CLI::App& app, const Invocation& invocation) {
-  auto* sub = app.add_subcommand(
-      "bench",
-      "time training steps on synthetic data; one row in the format of bench/results/ (step ms, samples/s, "
-      "TFLOP/s, peak memory)");
+  auto* sub = app.add_subcommand("bench",
+                                 "time training steps on synthetic data; one row in the format of "
+                                 "bench/results/ (step ms, samples/s, "
+                                 "TFLOP/s, peak memory)");
   auto options = std::make_shared<BenchOptions>();
   add_common_options(*sub, options->train, OptionSet::bench);
   sub->add_option("--policy", options->train.policy, "dtype policy to time")->capture_default_str();

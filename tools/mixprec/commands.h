@@ -23,6 +23,7 @@ Command add_compare_command(CLI::App& app, const Invocation& invocation);
 Command add_bench_command(CLI::App& app, const Invocation& invocation);
 Command add_evaluate_command(CLI::App& app, const Invocation& invocation);
 Command add_predict_command(CLI::App& app, const Invocation& invocation);
+Command add_generate_command(CLI::App& app, const Invocation& invocation);
 Command add_tokenize_command(CLI::App& app, const Invocation& invocation);
 
 }  // namespace mixprec::cli

@@ -78,7 +78,7 @@ void run_compare(const CompareOptions& options, const Invocation& invocation) {
   const std::vector<std::int64_t> batch_sizes =
       batch_sizes_per_policy(options, policies.size(), config.batch_size);
   const LoadedData data = load_dataset(config);
-  const bool images = config.model.takes_images();
+  const bool images = config.model.takes_images() || config.model.is_language_model();
   if (images) {
     std::printf("compare: %s (%s) on %s, batch %s, epochs %d, %s, %s loop, device %s\n",
                 options.train.model.c_str(),

@@ -95,6 +95,7 @@ std::int64_t model_channels(const ModelChoice& model, const DataGeometry& g) {
 data::Pipeline model_pipeline(const data::Pipeline& raw, const DataGeometry& g,
                               const ModelChoice& model, std::int64_t input_size) {
   data::Pipeline p = raw;
+  if (model.is_language_model()) return p;  // token windows, as the model takes them
   if (!model.takes_images()) {
     return g.flat ? p : p.map(data::flatten());
   }

@@ -42,6 +42,9 @@ struct LoadedData {
   DataGeometry geometry;
   data::Pipeline train;  // as stored (see above), no model steps yet
   data::Pipeline test;
+  // text: fit's batches per epoch (the training windows hold every epoch's), and the validation
+  // windows are the test split (the text's last --validation-split).
+  std::optional<std::int64_t> steps_per_epoch;
 };
 
 // Loads the data set (DataError with a hint when files are missing or bad). max_samples keeps the

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
       cli::add_info_command(app, invocation),     cli::add_train_command(app, invocation),
       cli::add_compare_command(app, invocation),  cli::add_bench_command(app, invocation),
       cli::add_evaluate_command(app, invocation), cli::add_predict_command(app, invocation),
-      cli::add_tokenize_command(app, invocation)};
+      cli::add_tokenize_command(app, invocation), cli::add_generate_command(app, invocation)};
 
   // CLI11 reports an unknown subcommand as "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {

@@ -1,6 +1,9 @@
 // The command line's models (see models.h).
 #include "models.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "mixprec/applications.h"
 
 namespace mixprec::cli {
@@ -14,8 +17,10 @@ constexpr std::int64_t kCpuImageSize = 32;
 }  // namespace
 
 std::string model_names() {
-  return "mlp, cnn, efficientnet-b0 .. efficientnet-b" + std::to_string(kEfficientNetVariants - 1) +
-         ", resnet50";
+  std::string names = "mlp, cnn, efficientnet-b0 .. efficientnet-b" +
+                      std::to_string(kEfficientNetVariants - 1) + ", resnet50, vit";
+  for (const std::string& preset : applications::gpt_preset_names()) names += ", " + preset;
+  return names + ", gpt (--layers/--width/--heads)";
 }
 
 ModelChoice parse_model(const std::string& name) {
@@ -28,6 +33,15 @@ ModelChoice parse_model(const std::string& name) {
   }
   if (name == "resnet50") {
     out.kind = ModelKind::resnet50;
+    return out;
+  }
+  if (name == "vit") {
+    out.kind = ModelKind::vit;
+    return out;
+  }
+  const std::vector<std::string> presets = applications::gpt_preset_names();
+  if (name == "gpt" || std::find(presets.begin(), presets.end(), name) != presets.end()) {
+    out.kind = ModelKind::gpt;
     return out;
   }
   const std::string prefix = "efficientnet-b";
@@ -44,11 +58,12 @@ ModelChoice parse_model(const std::string& name) {
 
 std::int64_t default_input_size(const ModelChoice& model, const ResolvedDevice& device,
                                 std::int64_t data_side) {
-  if (model.kind == ModelKind::cnn) return data_side;
+  if (model.kind == ModelKind::cnn || model.kind == ModelKind::vit) return data_side;
   return device.is_gpu ? kGpuImageSize : kCpuImageSize;
 }
 
 std::int64_t min_input_size(const ModelChoice& model) {
+  if (model.kind == ModelKind::vit) return 1;  // any side that the patch size divides
   return model.kind == ModelKind::cnn ? 4 : 32;
 }
 
@@ -59,13 +74,30 @@ std::int64_t default_batch_size(const ModelChoice& model, const ResolvedDevice& 
     // Fashion-MNIST (0.908 float32); 375 steps per epoch instead of 188 clear it.
     case ModelKind::cnn: return 128;
     case ModelKind::efficientnet:
-    case ModelKind::resnet50: return 128;
+    case ModelKind::resnet50:
+    case ModelKind::vit: return 128;
+    case ModelKind::gpt: return 16;  // sequences of --seq-len tokens
   }
   return 128;
 }
 
 std::string default_optimizer(const ModelChoice& model) {
-  return model.kind == ModelKind::mlp ? "rmsprop" : "adam";
+  switch (model.kind) {
+    case ModelKind::mlp: return "rmsprop";
+    case ModelKind::vit:
+    case ModelKind::gpt: return "adamw";  // as Transformers are trained
+    default: return "adam";
+  }
+}
+
+applications::GptConfig gpt_model_config(const ModelChoice& model, const TrainOptions& o) {
+  applications::GptConfig c = model.name == "gpt" ? applications::gpt_preset("gpt-nano")
+                                                  : applications::gpt_preset(model.name);
+  if (o.layers) c.layers = *o.layers;
+  if (o.width) c.width = *o.width;
+  if (o.heads) c.heads = *o.heads;
+  if (o.vocab) c.vocab = *o.vocab;
+  return c;
 }
 
 Model build_model(const ModelChoice& model, const ModelShape& s) {
@@ -85,6 +117,12 @@ Model build_model(const ModelChoice& model, const ModelShape& s) {
     case ModelKind::resnet50:
       return applications::resnet50(
           {.input_size = s.input_size, .channels = s.channels, .classes = s.classes});
+    case ModelKind::vit:
+      return applications::vit({.image_size = s.input_size,
+                                .channels = s.channels,
+                                .patch_size = s.patch_size,
+                                .classes = s.classes});
+    case ModelKind::gpt: return applications::gpt(s.gpt);
   }
   throw ValueError("build_model: unknown model kind");
 }

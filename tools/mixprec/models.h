@@ -5,22 +5,26 @@
 #include <cstdint>
 #include <string>
 
+#include "mixprec/applications.h"
 #include "mixprec/mixprec.h"
 #include "options.h"
 
 namespace mixprec::cli {
 
-enum class ModelKind { mlp, cnn, efficientnet, resnet50 };
+enum class ModelKind { mlp, cnn, efficientnet, resnet50, vit, gpt };
 
 struct ModelChoice {
   ModelKind kind = ModelKind::mlp;
   int variant = 0;   // efficientnet-b<variant>
-  std::string name;  // as typed: "efficientnet-b0"
-  // Every model but the mlp takes images (N, S, S, C).
-  bool takes_images() const { return kind != ModelKind::mlp; }
+  std::string name;  // as typed: "efficientnet-b0", "gpt-nano"
+  // The mlp takes feature rows and the GPTs token windows (--dataset text:PATH); every other
+  // model takes images (N, S, S, C).
+  bool takes_images() const { return kind != ModelKind::mlp && kind != ModelKind::gpt; }
+  bool is_language_model() const { return kind == ModelKind::gpt; }
 };
 
-// "mlp, cnn, efficientnet-b0 .. efficientnet-b7, resnet50"
+// "mlp, cnn, efficientnet-b0 .. efficientnet-b7, resnet50, vit, gpt-nano, gpt-micro, gpt-mini,
+// gpt2, gpt"
 std::string model_names();
 // A UsageError listing the valid names for any other.
 ModelChoice parse_model(const std::string& name);
@@ -42,13 +46,21 @@ std::string default_optimizer(const ModelChoice& model);
 
 // What one model instance takes and predicts.
 struct ModelShape {
-  std::int64_t input_size = 0;  // image side (CNNs)
+  std::int64_t input_size = 0;  // image side (CNNs, vit)
   std::int64_t channels = 0;    // image channels (CNNs)
   std::int64_t features = 0;    // input features (mlp)
   std::int64_t classes = 0;
-  std::int64_t units = 0;  // mlp
-  int hidden_layers = 0;   // mlp
+  std::int64_t units = 0;       // mlp
+  int hidden_layers = 0;        // mlp
+  std::int64_t patch_size = 0;  // vit
+  // gpt: the preset's (or --layers/--width/--heads') configuration, its vocabulary the data
+  // set's and its context at least the training sequence length.
+  applications::GptConfig gpt;
 };
+
+// The GPT of --model (a preset name, or "gpt" with --layers/--width/--heads/--vocab), with vocab
+// and context set by the caller.
+applications::GptConfig gpt_model_config(const ModelChoice& model, const TrainOptions& options);
 
 // Builds the model under the global policy (the caller sets it and the seed).
 Model build_model(const ModelChoice& model, const ModelShape& shape);

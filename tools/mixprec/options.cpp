@@ -38,7 +38,9 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--model", o.model,
                  "model to build: mlp (seed 001's Dense-ReLU network), cnn (a small Fashion-MNIST "
-                 "CNN), efficientnet-b0 .. efficientnet-b7 (seed 002), resnet50")
+                 "CNN), efficientnet-b0 .. efficientnet-b7 (seed 002), resnet50, vit (a Vision "
+                 "Transformer), gpt-nano, gpt-micro, gpt-mini, gpt2 (GPT language models, with "
+                 "--dataset text:PATH), gpt (--layers/--width/--heads)")
       ->capture_default_str();
   app.add_option("--units", o.units,
                  "mlp: hidden-layer width (default 4096 on a GPU, 512 on the CPU)");
@@ -49,6 +51,16 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
                  "set's size; efficientnet/resnet 224 on a GPU, 32 on the CPU, where 224 takes "
                  "hours per epoch)");
   app.add_option("--classes", o.classes, "output classes (default: the data set's)");
+  app.add_option("--patch-size", o.patch_size, "vit: patch side (default 4)");
+  app.add_option("--seq-len", o.seq_len,
+                 "gpt: tokens per training sequence (default: the model's context, at most 128 "
+                 "on the CPU, 1024 on a GPU)");
+  app.add_option("--layers", o.layers, "gpt: Transformer blocks (default: the preset's)");
+  app.add_option("--width", o.width, "gpt: model width (default: the preset's)");
+  app.add_option("--heads", o.heads, "gpt: attention heads (default: the preset's)");
+  if (what == OptionSet::bench) {
+    app.add_option("--vocab", o.vocab, "gpt: vocabulary size (default: the preset's)");
+  }
   if (what == OptionSet::train) {
     app.add_option("--policy", o.policy,
                    "dtype policy: float32, mixed_float16, mixed_bfloat16, float16, bfloat16, "
@@ -270,6 +282,33 @@ void check_options(const TrainOptions& o) {
   }
   if (o.classes && *o.classes < 2) {
     throw UsageError("--classes must be >= 2, got " + std::to_string(*o.classes));
+  }
+  if (o.classes && model.is_language_model()) {
+    throw UsageError("--classes does not apply to " + o.model +
+                     ": a language model predicts the data set's tokens");
+  }
+  if (o.patch_size && model.kind != ModelKind::vit) {
+    throw UsageError("--patch-size applies to --model vit, not " + o.model);
+  }
+  if (o.patch_size && *o.patch_size <= 0) {
+    throw UsageError("--patch-size must be positive, got " + std::to_string(*o.patch_size));
+  }
+  const bool gpt_shape = o.seq_len || o.layers || o.width || o.heads || o.vocab;
+  if (gpt_shape && !model.is_language_model()) {
+    throw UsageError(
+        "--seq-len, --layers, --width, --heads and --vocab apply to the GPT models "
+        "(gpt-nano, ..., gpt2, gpt), not " +
+        o.model);
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, std::optional<std::int64_t>>{"--seq-len", o.seq_len},
+        {"--layers", o.layers},
+        {"--width", o.width},
+        {"--heads", o.heads},
+        {"--vocab", o.vocab}}) {
+    if (value && *value <= 0) {
+      throw UsageError(std::string(name) + " must be positive, got " + std::to_string(*value));
+    }
   }
   if (o.max_samples && *o.max_samples <= 0) {
     throw UsageError("--max-samples must be positive, got " + std::to_string(*o.max_samples));

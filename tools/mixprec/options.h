@@ -32,6 +32,16 @@ struct TrainOptions {
   // Image side of the CNNs (models.h: default_input_size()).
   std::optional<std::int64_t> input_size;
   std::optional<std::int64_t> classes;  // default: the data set's
+  // vit: the patch side (default 4); the image side must be a multiple of it.
+  std::optional<std::int64_t> patch_size;
+  // gpt: tokens per training sequence (default: the context, at most 128 on the CPU and 1024 on
+  // a GPU) and the shape of --model gpt (or changes to a preset's): blocks, width, heads,
+  // vocabulary (bench only: training takes the data set's vocabulary).
+  std::optional<std::int64_t> seq_len;
+  std::optional<int> layers;
+  std::optional<std::int64_t> width;
+  std::optional<int> heads;
+  std::optional<std::int64_t> vocab;
   // fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR or synthetic:HxWxC:CLASSES[:SAMPLES]
   std::string dataset = "fashion_mnist";
   // At most this many training samples and this many test samples (the first ones), for quick runs.

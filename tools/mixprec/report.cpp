@@ -127,6 +127,12 @@ json run_to_json(const RunResult& run) {
 }
 
 std::string model_shape_text(const RunConfig& c, const ModelShape& s) {
+  if (c.model.is_language_model()) {
+    const applications::GptConfig& g = s.gpt;
+    return std::to_string(g.layers) + " blocks x " + std::to_string(g.width) + " wide, " +
+           std::to_string(g.heads) + " heads, " + std::to_string(c.seq_len) + " tokens, vocab " +
+           std::to_string(g.vocab);
+  }
   if (c.model.takes_images()) {
     return std::to_string(s.input_size) + "x" + std::to_string(s.input_size) + "x" +
            std::to_string(s.channels) + " -> " + std::to_string(s.classes);

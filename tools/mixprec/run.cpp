@@ -85,10 +85,31 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
   config.model = parse_model(options.model);
   config.policy = options.policy;
   config.dataset = parse_dataset(options.dataset);
-  if (config.dataset.kind == DatasetKind::text) {
-    // No language model yet among the CLI's models: text feeds none of them.
+  if ((config.dataset.kind == DatasetKind::text) != config.model.is_language_model()) {
+    if (config.model.is_language_model()) {
+      throw UsageError("--model " + options.model +
+                       " is a language model: train it on text, "
+                       "--dataset text:PATH (a token file from `mixprec tokenize`, a text file "
+                       "or a directory of fortune databases such as " +
+                       std::string(data::kFortunesDir) + ")");
+    }
     throw UsageError("--dataset " + options.dataset + " holds text for a language model; --model " +
-                     options.model + " takes images or feature rows (use an image data set)");
+                     options.model +
+                     " takes images or feature rows (use an image data set, or "
+                     "a GPT: --model gpt-nano)");
+  }
+  if (config.model.is_language_model()) {
+    const applications::GptConfig gpt = gpt_model_config(config.model, options);
+    config.seq_len = options.seq_len.value_or(
+        std::min<std::int64_t>(gpt.context, config.device.is_gpu ? 1024 : 128));
+    if (!(options.validation_split > 0.0)) {
+      throw UsageError(
+          "--validation-split must be above 0 for a language model: the last "
+          "fraction of the text is its validation and test split");
+    }
+    if (loop_choice(options.loop) != Loop::fit) {
+      throw UsageError("--loop custom trains the classifiers; train a language model with fit");
+    }
   }
   const DataGeometry geometry = dataset_geometry(config.dataset);
   config.classes = options.classes.value_or(geometry.classes);
@@ -133,12 +154,44 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
 }
 
 LoadedData load_dataset(const RunConfig& config) {
-  return load_data(config.dataset, config.options.seed, config.options.max_samples);
+  if (!config.model.is_language_model()) {
+    return load_data(config.dataset, config.options.seed, config.options.max_samples);
+  }
+  // Text: the last --validation-split of the tokens validate (and test); training windows of
+  // seq_len + 1 tokens drawn with the run's seed, one epoch's worth of fresh windows per epoch.
+  const data::TokenDataset tokens =
+      load_text_dataset(config.dataset, config.options.validation_split);
+  LoadedData out;
+  out.spec = config.dataset;
+  out.geometry.classes = tokens.vocab_size();
+  data::TokenWindowOptions windows{.context = config.seq_len,
+                                   .batch_size = config.batch_size,
+                                   .epochs = std::max(config.options.epochs, 1),
+                                   .seed = config.options.seed};
+  if (config.options.max_samples) {
+    // --max-samples: that many training windows an epoch (quick runs).
+    windows.steps_per_epoch =
+        std::max<std::int64_t>(1, *config.options.max_samples / config.batch_size);
+  }
+  out.steps_per_epoch = tokens.steps_per_epoch(windows);
+  out.train = tokens.train_windows(windows);
+  out.test = tokens.validation_windows(config.seq_len);
+  if (config.options.max_samples)
+    out.test = out.test.slice(0, std::min(out.test.size(), *config.options.max_samples));
+  return out;
 }
 
 ModelShape model_shape(const RunConfig& config, const DataGeometry& geometry) {
   ModelShape shape;
   shape.classes = config.classes;
+  if (config.model.is_language_model()) {
+    shape.gpt = gpt_model_config(config.model, config.options);
+    shape.gpt.vocab = geometry.classes;  // the data set's tokenizer
+    shape.gpt.context = std::max(shape.gpt.context, config.seq_len);
+    shape.classes = geometry.classes;
+    return shape;
+  }
+  if (config.model.kind == ModelKind::vit) shape.patch_size = config.options.patch_size.value_or(4);
   if (config.model.takes_images()) {
     shape.input_size = config.input_size;
     shape.channels = model_channels(config.model, geometry);
@@ -177,6 +230,10 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
         static_cast<std::int64_t>(std::floor(static_cast<double>(n) * (1.0 - o.validation_split)));
   }
   result.validation_samples = n - result.train_samples;
+  if (config.model.is_language_model()) {  // windows: the validation ones are the test split
+    result.train_samples = *data.steps_per_epoch * config.batch_size;
+    result.validation_samples = test.size();
+  }
   result.test_samples = test.size();
 
   {
@@ -193,20 +250,32 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
     result.learning_rate = optimizer.learning_rate();
 
     if (loop_choice(o.loop) == Loop::fit) {
+      const bool lm = config.model.is_language_model();
+      // Transformers: no weight decay on biases, normalization parameters and embeddings.
+      if (config.optimizer == "adamw" && (lm || config.model.kind == ModelKind::vit)) {
+        optimizer.exclude_from_weight_decay({}, {"bias", "gamma", "beta", "embeddings"});
+      }
+      // A GPT outputs logits in its compute dtype; the loss computes in float32 from them.
+      std::variant<std::string, losses::Loss> loss = std::string("sparse_categorical_crossentropy");
+      if (lm) loss = losses::SparseCategoricalCrossentropy({.from_logits = true});
       check_resume_policy(config);
-      model.compile({.optimizer = optimizer,
-                     .loss = std::string("sparse_categorical_crossentropy"),
-                     .metrics = {std::string("accuracy")}});
+      model.compile({.optimizer = optimizer, .loss = loss, .metrics = {std::string("accuracy")}});
       // Under mpirun (world size > 1): data-parallel, --batch-size being the global batch.
       std::optional<distributed::DataParallel> distribute;
       if (distributed::world_size() > 1) distribute = distributed::DataParallel{};
-      result.history = model.fit(train, {.batch_size = config.batch_size,
-                                         .epochs = o.epochs,
-                                         .verbose = config.verbose,
-                                         .validation_split = o.validation_split,
-                                         .seed = o.seed,
-                                         .callbacks = make_run_callbacks(config.keep),
-                                         .distribute = distribute});
+      FitOptions fit{.batch_size = config.batch_size,
+                     .epochs = o.epochs,
+                     .verbose = config.verbose,
+                     .validation_split = o.validation_split,
+                     .seed = o.seed,
+                     .callbacks = make_run_callbacks(config.keep),
+                     .distribute = distribute};
+      if (lm) {  // the windows are split already: validate on the text's last part
+        fit.validation_split = 0.0;
+        fit.validation_data = test;
+        fit.steps_per_epoch = data.steps_per_epoch;
+      }
+      result.history = model.fit(train, fit);
       if (config.keep.stop_on_signal && stop_signal() != 0) report_stop(config);
       const Scores scores = model.evaluate(test, {.batch_size = config.batch_size,
                                                   .verbose = Verbosity::silent,

@@ -23,6 +23,7 @@ struct RunConfig {
   std::string policy;           // this run's policy (compare runs one config per policy)
   std::int64_t units = 0;       // mlp
   std::int64_t input_size = 0;  // image models: the side S of the (S, S, C) input
+  std::int64_t seq_len = 0;     // gpt: tokens per training sequence
   std::int64_t classes = 0;
   std::int64_t batch_size = 0;  // this run's (compare may give each policy its own)
   std::string optimizer;        // resolved: "rmsprop" for mlp, "adam" for the CNNs by default

@@ -3,7 +3,8 @@
 // broadcast to the input's shape, in the compute dtype (add it to the token embeddings yourself).
 // The variable "embeddings" (sequence_length, C) is created on the first call from the input's
 // last axis, in the variable dtype (float32 under mixed policies). T > sequence_length is a
-// ShapeError.
+// ShapeError, checked on each call (a symbolic input's sequence axis may be unknown: a language
+// model takes any length up to sequence_length).
 #pragma once
 
 #include <cstdint>
