@@ -252,7 +252,10 @@ Model load_model(const std::filesystem::path& path, const LoadOptions& options) 
   }
   const std::filesystem::path config_path = path / "config.json";
   const std::filesystem::path weights_path = path / "model.safetensors";
-  // The weights first: their errors (a short or damaged file, a checksum) name their file.
+  // The config's text (a missing or unreadable config.json is named), then the weights, read and
+  // verified before the config builds anything: their errors (a short or damaged file, a
+  // checksum) name their file, not the model the config describes.
+  const std::string text = read_config(config_path);
   const io::SafetensorsContents weights = io::load_safetensors(weights_path);
   std::error_code size_ec;
   const std::uintmax_t bytes = std::filesystem::file_size(weights_path, size_ec);
@@ -260,7 +263,7 @@ Model load_model(const std::filesystem::path& path, const LoadOptions& options) 
     throw IOError(weights_path.string() +
                   ": cannot read the saved model's weights: " + size_ec.message());
   }
-  return build_saved_model(read_config(config_path), config_path.string(), weights_path.string(),
+  return build_saved_model(text, config_path.string(), weights_path.string(),
                            bytes, [&](Model& model) {
                              io::detail::apply_weights(model, weights, weights_path.string(),
                                                        options);
