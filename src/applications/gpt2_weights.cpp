@@ -7,7 +7,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -170,14 +169,6 @@ Shape file_shape(const std::string& name, const GptConfig& c) {
   return Shape{w};  // LayerNorm parameters and the (C) biases
 }
 
-std::string shape_text(const Shape& s) {
-  std::ostringstream os;
-  os << "(";
-  for (int i = 0; i < s.rank(); ++i) os << (i ? ", " : "") << s[i];
-  os << (s.rank() == 1 ? ",)" : ")");
-  return os.str();
-}
-
 // The causal-mask buffers older GPT-2 files carry: "h.<i>.attn.bias" / "h.<i>.attn.masked_bias".
 bool is_mask_buffer(const std::string& name) {
   return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
@@ -226,8 +217,8 @@ Model load_gpt2_huggingface(const std::filesystem::path& path, const Gpt2LoadOpt
     }
     const Shape expected = file_shape(name, config);
     if (file_tensor.shape() != expected) {
-      fail(weights_file, "tensor '" + name + "' has shape " + shape_text(file_tensor.shape()) +
-                             ", expected " + shape_text(expected) + " for the model of " +
+      fail(weights_file, "tensor '" + name + "' has shape " + file_tensor.shape().to_string() +
+                             ", expected " + expected.to_string() + " for the model of " +
                              config_file.filename().string());
     }
     for (const Target& t : places) {

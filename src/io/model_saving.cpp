@@ -263,11 +263,10 @@ Model load_model(const std::filesystem::path& path, const LoadOptions& options) 
     throw IOError(weights_path.string() +
                   ": cannot read the saved model's weights: " + size_ec.message());
   }
-  return build_saved_model(text, config_path.string(), weights_path.string(),
-                           bytes, [&](Model& model) {
-                             io::detail::apply_weights(model, weights, weights_path.string(),
-                                                       options);
-                           });
+  return build_saved_model(
+      text, config_path.string(), weights_path.string(), bytes, [&](Model& model) {
+        io::detail::apply_weights(model, weights, weights_path.string(), options);
+      });
 }
 
 }  // namespace mixprec

@@ -44,8 +44,7 @@ std::pair<Tensor, Tensor> pattern_windows(std::int64_t n, std::int64_t t, std::i
 }
 
 std::vector<float> to_floats(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu()).to(DType::float32).contiguous();
-  return {h.data<float>(), h.data<float>() + h.numel()};
+  return t.to(Device::cpu()).to(DType::float32).contiguous().to_vector<float>();
 }
 
 TEST(GptTest, GraphShapesDtypesAndParameters) {

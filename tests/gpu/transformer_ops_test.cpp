@@ -9,13 +9,14 @@
 // same float expression, rounded once; CUDA may contract a multiply-add into an FMA: a float ulp);
 // gradients 4x (dx cancels: g - mean(g) - xhat mean(g xhat); dgamma/dbeta are float column sums in
 // different run lengths).
+#include "mixprec/transformer_ops.h"
+
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "gpu/gpu_support.h"
-#include "mixprec/transformer_ops.h"
 
 namespace mixprec::testing {
 namespace {

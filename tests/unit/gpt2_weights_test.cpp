@@ -40,8 +40,7 @@ const fs::path kSourceTests = source_tests();
 const fs::path kFixture = kSourceTests / "data" / "gpt2-tiny";
 
 std::vector<float> to_floats(const Tensor& t) {
-  const Tensor h = t.to(Device::cpu()).to(DType::float32).contiguous();
-  return {h.data<float>(), h.data<float>() + h.numel()};
+  return t.to(Device::cpu()).to(DType::float32).contiguous().to_vector<float>();
 }
 
 Tensor find(const io::SafetensorsContents& c, const std::string& name) {
