@@ -5,9 +5,12 @@
 
 #include "mixprec/error.h"
 #include "mixprec/layers/activation.h"
+#include "mixprec/layers/class_token.h"
 #include "mixprec/layers/conv2d.h"
+#include "mixprec/layers/cropping1d.h"
 #include "mixprec/layers/dense.h"
 #include "mixprec/layers/dropout.h"
+#include "mixprec/layers/flatten.h"
 #include "mixprec/layers/input_layer.h"
 #include "mixprec/layers/layer_normalization.h"
 #include "mixprec/layers/merge.h"
@@ -43,6 +46,10 @@ void validate(const VitConfig& c) {
     throw ValueError("applications::vit: width (" + std::to_string(c.width) +
                      ") must be a multiple of heads (" + std::to_string(c.heads) + ")");
   }
+  if (c.pooling != "mean" && c.pooling != "token") {
+    throw ValueError("applications::vit: pooling must be \"mean\" or \"token\", got \"" +
+                     c.pooling + "\"");
+  }
   if (!(c.dropout >= 0.0 && c.dropout < 1.0)) {
     throw ValueError("applications::vit: dropout must be in [0, 1), got " +
                      std::to_string(c.dropout));
@@ -66,7 +73,9 @@ std::string block_name(int i, const char* part) {
 Model vit(const VitConfig& c) {
   validate(c);
   const std::int64_t side = c.image_size / c.patch_size;
-  const std::int64_t tokens = side * side;
+  const std::int64_t patch_tokens = side * side;
+  const bool class_token = c.pooling == "token";
+  const std::int64_t tokens = patch_tokens + (class_token ? 1 : 0);
   auto images = Input({c.image_size, c.image_size, c.channels}, {.name = "images"});
   // Non-overlapping patches, each projected to width features: (B, side, side, width).
   layers::Conv2DOptions patches;
@@ -74,7 +83,8 @@ Model vit(const VitConfig& c) {
   patches.dtype = c.dtype;
   patches.name = "patch_embedding";
   KerasTensor x = layers::Conv2D(c.width, static_cast<int>(c.patch_size), patches)(images);
-  x = layers::Reshape({tokens, c.width}, {.dtype = c.dtype, .name = "patches"})(x);
+  x = layers::Reshape({patch_tokens, c.width}, {.dtype = c.dtype, .name = "patches"})(x);
+  if (class_token) x = layers::ClassToken({.dtype = c.dtype, .name = "class_token"})(x);
   KerasTensor positions =
       layers::PositionEmbedding(tokens, {.initializer = initializers::random_normal(0.0, 0.02),
                                          .dtype = c.dtype,
@@ -103,9 +113,15 @@ Model vit(const VitConfig& c) {
   }
   x = layers::LayerNormalization(
       {.epsilon = c.layer_norm_epsilon, .dtype = c.dtype, .name = "ln_f"})(x);
-  // The mean over the tokens: (B, N, width) -> (B, N, 1, width) -> (B, width).
-  x = layers::Reshape({tokens, 1, c.width}, {.dtype = c.dtype, .name = "token_grid"})(x);
-  x = layers::GlobalAveragePooling2D({.dtype = c.dtype, .name = "token_mean"})(x);
+  if (class_token) {
+    // Row 0, the class token's: (B, N + 1, width) -> (B, 1, width) -> (B, width).
+    x = layers::Cropping1D({0, patch_tokens}, {.dtype = c.dtype, .name = "class_token_row"})(x);
+    x = layers::Flatten({.dtype = c.dtype, .name = "pooled"})(x);
+  } else {
+    // The mean over the tokens: (B, N, width) -> (B, N, 1, width) -> (B, width).
+    x = layers::Reshape({tokens, 1, c.width}, {.dtype = c.dtype, .name = "token_grid"})(x);
+    x = layers::GlobalAveragePooling2D({.dtype = c.dtype, .name = "token_mean"})(x);
+  }
   x = layers::Dense(c.classes, dense(c, "logits", ""))(x);
   auto outputs = layers::Activation(
       "softmax", {.dtype = mixed_precision::Policy("float32"), .name = "predictions"})(x);

@@ -364,6 +364,26 @@ layers::Layer make_layer(const std::string& cls, Object& c, const ModelConfigLim
     c.finish();
     return ZeroPadding2D({v[0], v[1]}, {v[2], v[3]}, {m.dtype, m.name, m.trainable});
   }
+  if (cls == "Cropping1D") {
+    const Common m = read_common(c);
+    const json& p = c.get("cropping");
+    if (!p.is_array() || p.size() != 2) c.bad("cropping", "[left, right] of integers >= 0", p);
+    std::int64_t v[2];
+    for (int i = 0; i < 2; ++i) {
+      v[i] =
+          models::config::to_integer(p[i], 0, max_extent, c.where(), "cropping", "an integer >= 0");
+    }
+    c.finish();
+    return Cropping1D({v[0], v[1]}, {m.dtype, m.name, m.trainable});
+  }
+  if (cls == "ClassToken") {
+    const Common m = read_common(c);
+    ClassTokenOptions o;
+    o.initializer = read_initializer(c, "initializer");
+    o.dtype = m.dtype, o.name = m.name, o.trainable = m.trainable;
+    c.finish();
+    return ClassToken(o);
+  }
   fail(c.where(), "unknown layer class " + quote(cls));
 }
 }  // namespace mixprec::models::config

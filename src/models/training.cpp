@@ -102,6 +102,11 @@ void check_output_dtypes(const Model& model, TrainingState& state) {
   if (!impl.has_graph()) return;  // an unbuilt Sequential: checked at its first step
   state.outputs_checked = true;
   if (!state.mixed_policy) return;
+  // A loss from logits casts them to float32 before its softmax (or reads 16-bit logits in float32,
+  // SparseCategoricalCrossentropy's fused op), so 16-bit logits lose nothing the float32 island
+  // would keep: PyTorch's autocast and llm.c train GPT-2 from 16-bit logits the same way.
+  const auto& loss_config = state.loss.get_config();
+  if (loss_config && loss_config->from_logits) return;
   for (const KerasTensor& out : impl.outputs()) {
     const DType dtype = out.dtype();
     if (!is_floating(dtype) || dtype == DType::float32) continue;

@@ -277,5 +277,77 @@ TEST(CliImages, BenchResnet50OnSyntheticData) {
   EXPECT_EQ(w.at("params"), 25557032 - 2049000 + 2048 * 5 + 5 + 53120);
 }
 
+// A usage error: exit code 2 and every fragment in stderr.
+void expect_usage_error(const CliResult& r, const std::vector<std::string>& fragments) {
+  EXPECT_EQ(r.exit_code, 2) << "stderr: " << r.err;
+  for (const std::string& f : fragments) {
+    EXPECT_NE(r.err.find(f), std::string::npos) << "missing '" << f << "' in: " << r.err;
+  }
+}
+
+// applications::vit's parameters with width W, one block (mlp_dim 128, the default), patch side
+// p, C channels, `tokens` rows of position embedding (N patches, + 1 with a class token, which
+// adds W parameters more).
+std::int64_t vit_params(std::int64_t W, std::int64_t p, std::int64_t C, std::int64_t tokens,
+                        bool class_token, std::int64_t classes) {
+  const std::int64_t block = 4 * W + 4 * (W * W + W) + (W * 128 + 128) + (128 * W + W);
+  return (p * p * C * W + W) + (class_token ? W : 0) + tokens * W + block + 2 * W +
+         (W * classes + classes);
+}
+
+TEST(CliImages, VitWithAClassTokenTrainsAndBenchesAtFashionMnistSize) {
+  TempDir dir;
+  write_tiny_fashion_mnist(dir.path(), 40, 10);
+  const std::string path = dir.file("metrics.json");
+  const auto r = run_cli({"train",
+                          "--model",
+                          "vit",
+                          "--dataset",
+                          "fashion_mnist:" + dir.str(),
+                          "--patch-size",
+                          "7",
+                          "--layers",
+                          "1",
+                          "--width",
+                          "8",
+                          "--heads",
+                          "2",
+                          "--pooling",
+                          "token",
+                          "--epochs",
+                          "1",
+                          "--batch-size",
+                          "16",
+                          "--verbose",
+                          "0",
+                          "--metrics-json",
+                          path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json m = read_json(path);
+  EXPECT_EQ(m.at("model"), "vit");
+  EXPECT_EQ(m.at("optimizer"), "adamw");
+  EXPECT_EQ(m.at("params"), vit_params(8, 7, 1, 16 + 1, true, 10));
+  EXPECT_TRUE(std::isfinite(m.at("test").at("loss").get<double>()));
+
+  const std::string bench = dir.file("bench.json");
+  const auto b =
+      run_cli({"bench", "--model", "vit", "--layers", "1", "--width", "8", "--heads", "2",
+               "--batch-size", "2", "--steps", "1", "--warmup", "0", "--json", bench});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const json w = read_json(bench).at("workload");
+  EXPECT_EQ(w.at("input_size"), 28);
+  EXPECT_EQ(w.at("channels"), 1);
+  EXPECT_EQ(w.at("classes"), 10);
+  EXPECT_EQ(w.at("params"), vit_params(8, 4, 1, 49, false, 10));
+
+  expect_usage_error(run_cli({"train", "--model", "cnn", "--pooling", "token"}),
+                     {"--pooling applies to --model vit"});
+  expect_usage_error(run_cli({"train", "--model", "vit", "--seq-len", "8"}),
+                     {"--seq-len and --vocab apply to the GPT models"});
+  expect_usage_error(run_cli({"train", "--model", "mlp", "--layers", "2"}),
+                     {"--layers, --width and --heads apply to the Transformers"});
+  expect_usage_error(run_cli({"train", "--model", "vit", "--pooling", "max"}), {"--pooling"});
+}
+
 }  // namespace
 }  // namespace mixprec::cli_test

@@ -111,9 +111,11 @@ TEST(GptTest, StepFlopsFollowTheAccounting) {
 // the loss scale of mixed_float16 stays finite.
 TEST(GptTest, LearnsANextTokenRuleUnderEachPolicy) {
   for (const char* policy : {"float32", "mixed_bfloat16", "mixed_float16"}) {
-    PolicyGuard guard(mixed_precision::Policy(policy));
+    PolicyGuard guard{mixed_precision::Policy(policy)};
     set_seed(3);
     Model m = app::gpt(tiny());
+    // The guard is in force: the logits come out in the policy's compute dtype.
+    ASSERT_EQ(m.outputs()[0].dtype(), mixed_precision::Policy(policy).compute_dtype()) << policy;
     m.compile({.optimizer = optimizers::AdamW({.learning_rate = 3e-3}),
                .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});
     const auto [x, y] = pattern_windows(32, 12, 23);

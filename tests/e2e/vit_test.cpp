@@ -65,10 +65,34 @@ TEST(VitTest, GraphShapesAndParameters) {
   expect_error<ValueError>([] { app::vit({.classes = 1}); }, {"classes"});
 }
 
+// pooling "token": a learned class token before the position embedding (N + 1 rows), read back
+// after the final norm; the parameters add the token's width.
+TEST(VitTest, ClassTokenPooling) {
+  PolicyGuard guard(mixed_precision::Policy("mixed_bfloat16"));
+  const app::VitConfig c{.image_size = 8,
+                         .channels = 1,
+                         .patch_size = 2,
+                         .width = 16,
+                         .layers = 1,
+                         .heads = 2,
+                         .mlp_dim = 32,
+                         .classes = 4,
+                         .pooling = "token"};
+  Model m = app::vit(c);
+  EXPECT_EQ(m.outputs()[0].shape(), (PartialShape{-1, 4}));
+  EXPECT_EQ(m.get_layer("class_token").class_name(), "ClassToken");
+  EXPECT_EQ(m.get_layer("class_token_row").class_name(), "Cropping1D");
+  const std::int64_t W = 16, N = 16;
+  const std::int64_t block = 4 * W + 4 * (W * W + W) + (W * 32 + 32) + (32 * W + W);
+  EXPECT_EQ(m.count_params(), (4 * W + W) + W + (N + 1) * W + block + 2 * W + (W * 4 + 4));
+  EXPECT_EQ(m(quadrant_images(3).first).shape(), (Shape{3, 4}));
+  expect_error<ValueError>([] { app::vit({.pooling = "max"}); }, {"pooling", "max"});
+}
+
 TEST(VitTest, LearnsTheBrightQuadrantUnderEachPolicy) {
   const auto [x, y] = quadrant_images(128);
   for (const char* policy : {"float32", "mixed_bfloat16", "mixed_float16"}) {
-    PolicyGuard guard(mixed_precision::Policy(policy));
+    PolicyGuard guard{mixed_precision::Policy(policy)};
     set_seed(21);
     Model m = app::vit({.image_size = 8,
                         .channels = 1,
@@ -78,6 +102,8 @@ TEST(VitTest, LearnsTheBrightQuadrantUnderEachPolicy) {
                         .heads = 2,
                         .mlp_dim = 32,
                         .classes = 4});
+    // The guard is in force: the layers take the policy (the final softmax stays float32).
+    ASSERT_EQ(m.get_layer("logits").dtype_policy().name(), policy);
     m.compile({.optimizer = optimizers::Adam({.learning_rate = 3e-3}),
                .loss = std::string("sparse_categorical_crossentropy"),
                .metrics = {std::string("accuracy")}});
@@ -86,6 +112,44 @@ TEST(VitTest, LearnsTheBrightQuadrantUnderEachPolicy) {
     const Scores after = m.evaluate(x, y, {.verbose = Verbosity::silent});
     EXPECT_LT(after.at("loss"), 0.5 * before.at("loss")) << policy;
     EXPECT_GT(after.at("accuracy"), 0.9) << policy;
+  }
+}
+
+// A checkpoint taken after two epochs and loaded into a fresh model continues to the same weights,
+// bit for bit, as the run that was never interrupted (mixed_float16 with its loss scale, AdamW,
+// class-token pooling).
+TEST(VitTest, CheckpointContinuesTrainingExactly) {
+  PolicyGuard guard(mixed_precision::Policy("mixed_float16"));
+  const auto [x, y] = quadrant_images(32);
+  auto make = [] {
+    set_seed(8);
+    Model m = app::vit({.image_size = 8,
+                        .channels = 1,
+                        .patch_size = 4,
+                        .width = 8,
+                        .layers = 1,
+                        .heads = 2,
+                        .mlp_dim = 16,
+                        .classes = 4,
+                        .pooling = "token"});
+    m.compile({.optimizer = optimizers::AdamW({.learning_rate = 1e-3}),
+               .loss = std::string("sparse_categorical_crossentropy")});
+    return m;
+  };
+  const FitOptions fit{
+      .batch_size = 8, .epochs = 2, .verbose = Verbosity::silent, .shuffle = false};
+  Model straight = make();
+  straight.fit(x, y, fit);
+  TempDir dir;
+  io::save_checkpoint(straight, dir.file("half.safetensors"));
+  straight.fit(x, y, fit);
+  Model resumed = make();
+  io::load_checkpoint(resumed, dir.file("half.safetensors"));
+  resumed.fit(x, y, fit);
+  const auto a = straight.named_variables(), b = resumed.named_variables();
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(max(abs(sub(a[i].value, b[i].value))).item(), 0.0) << a[i].name;
   }
 }
 

@@ -188,29 +188,33 @@ void bench_mlp(const BenchOptions& options, const Invocation& invocation, const 
 }
 
 // The synthetic images an image-model bench trains on: --dataset synthetic:HxWxC:CLASSES, or by
-// default images of the model's input size with the model's channels (1 for cnn, 3 otherwise)
-// and --classes (default 10 for cnn; 1000, ImageNet's, for efficientnet/resnet as the
-// keras.applications and torchvision models).
+// default images of the model's input size with the model's channels (1 for cnn and vit, 3
+// otherwise) and --classes (default 10 for cnn and vit, Fashion-MNIST's; 1000, ImageNet's, for
+// efficientnet/resnet as the keras.applications and torchvision models).
 data::SyntheticSpec bench_data(const BenchOptions& options, const ModelChoice& model,
                                std::int64_t input_size) {
   if (!options.dataset.empty()) return parse_dataset(options.dataset).synthetic;
   data::SyntheticSpec s;
   s.height = s.width = input_size;
-  s.channels = model.kind == ModelKind::cnn ? 1 : 3;
-  s.classes = options.train.classes.value_or(model.kind == ModelKind::cnn ? 10 : 1000);
+  const bool fashion_mnist = model.kind == ModelKind::cnn || model.kind == ModelKind::vit;
+  s.channels = fashion_mnist ? 1 : 3;
+  s.classes = options.train.classes.value_or(fashion_mnist ? 10 : 1000);
   return s;
 }
 
 // The image side an image-model bench uses: --input-size; else the --dataset images' size (no
-// resize); else 28 for cnn (Fashion-MNIST's) and the device default for the others (models.h).
+// resize); else 28 for cnn and vit (Fashion-MNIST's) and the device default for the others
+// (models.h).
 std::int64_t bench_input_size(const BenchOptions& options, const RunConfig& config) {
   if (options.train.input_size) return *options.train.input_size;
   if (!options.dataset.empty()) {
     const data::SyntheticSpec s = parse_dataset(options.dataset).synthetic;
     return std::max(s.height, s.width);
   }
-  return config.model.kind == ModelKind::cnn ? data::kFashionMnistRows
-                                             : default_input_size(config.model, config.device, 0);
+  if (config.model.kind == ModelKind::cnn || config.model.kind == ModelKind::vit) {
+    return data::kFashionMnistRows;
+  }
+  return default_input_size(config.model, config.device, 0);
 }
 
 // An image model on one synthetic batch. TFLOP/s are not reported: counting a CNN's FLOPs

@@ -117,11 +117,11 @@ Model build_model(const ModelChoice& model, const ModelShape& s) {
     case ModelKind::resnet50:
       return applications::resnet50(
           {.input_size = s.input_size, .channels = s.channels, .classes = s.classes});
-    case ModelKind::vit:
-      return applications::vit({.image_size = s.input_size,
-                                .channels = s.channels,
-                                .patch_size = s.patch_size,
-                                .classes = s.classes});
+    case ModelKind::vit: {
+      applications::VitConfig c = s.vit;
+      c.image_size = s.input_size, c.channels = s.channels, c.classes = s.classes;
+      return applications::vit(c);
+    }
     case ModelKind::gpt: return applications::gpt(s.gpt);
   }
   throw ValueError("build_model: unknown model kind");

@@ -50,9 +50,10 @@ struct ModelShape {
   std::int64_t channels = 0;    // image channels (CNNs)
   std::int64_t features = 0;    // input features (mlp)
   std::int64_t classes = 0;
-  std::int64_t units = 0;       // mlp
-  int hidden_layers = 0;        // mlp
-  std::int64_t patch_size = 0;  // vit
+  std::int64_t units = 0;  // mlp
+  int hidden_layers = 0;   // mlp
+  // vit: the configuration (image side, channels and classes are set from the fields above)
+  applications::VitConfig vit;
   // gpt: the preset's (or --layers/--width/--heads') configuration, its vocabulary the data
   // set's and its context at least the training sequence length.
   applications::GptConfig gpt;

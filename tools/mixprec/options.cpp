@@ -52,12 +52,16 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
                  "hours per epoch)");
   app.add_option("--classes", o.classes, "output classes (default: the data set's)");
   app.add_option("--patch-size", o.patch_size, "vit: patch side (default 4)");
+  app.add_option("--pooling", o.pooling,
+                 "vit: mean (of the patch tokens, default) or token (a learned class token)")
+      ->check(CLI::IsMember({"mean", "token"}));
   app.add_option("--seq-len", o.seq_len,
                  "gpt: tokens per training sequence (default: the model's context, at most 128 "
                  "on the CPU, 1024 on a GPU)");
-  app.add_option("--layers", o.layers, "gpt: Transformer blocks (default: the preset's)");
-  app.add_option("--width", o.width, "gpt: model width (default: the preset's)");
-  app.add_option("--heads", o.heads, "gpt: attention heads (default: the preset's)");
+  app.add_option("--layers", o.layers,
+                 "gpt, vit: Transformer blocks (default: the preset's; vit 4)");
+  app.add_option("--width", o.width, "gpt, vit: model width (default: the preset's; vit 64)");
+  app.add_option("--heads", o.heads, "gpt, vit: attention heads (default: the preset's; vit 4)");
   if (what == OptionSet::bench) {
     app.add_option("--vocab", o.vocab, "gpt: vocabulary size (default: the preset's)");
   }
@@ -293,11 +297,19 @@ void check_options(const TrainOptions& o) {
   if (o.patch_size && *o.patch_size <= 0) {
     throw UsageError("--patch-size must be positive, got " + std::to_string(*o.patch_size));
   }
-  const bool gpt_shape = o.seq_len || o.layers || o.width || o.heads || o.vocab;
+  if (o.pooling && model.kind != ModelKind::vit) {
+    throw UsageError("--pooling applies to --model vit, not " + o.model);
+  }
+  const bool gpt_shape = o.seq_len || o.vocab;
   if (gpt_shape && !model.is_language_model()) {
     throw UsageError(
-        "--seq-len, --layers, --width, --heads and --vocab apply to the GPT models "
-        "(gpt-nano, ..., gpt2, gpt), not " +
+        "--seq-len and --vocab apply to the GPT models (gpt-nano, ..., gpt2, gpt), not " + o.model);
+  }
+  const bool block_shape = o.layers || o.width || o.heads;
+  if (block_shape && !model.is_language_model() && model.kind != ModelKind::vit) {
+    throw UsageError(
+        "--layers, --width and --heads apply to the Transformers (gpt-nano, ..., gpt2, gpt, vit), "
+        "not " +
         o.model);
   }
   for (const auto& [name, value] :

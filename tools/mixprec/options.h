@@ -34,9 +34,12 @@ struct TrainOptions {
   std::optional<std::int64_t> classes;  // default: the data set's
   // vit: the patch side (default 4); the image side must be a multiple of it.
   std::optional<std::int64_t> patch_size;
+  // vit: "mean" (of the patch tokens, the default) or "token" (a class token).
+  std::optional<std::string> pooling;
   // gpt: tokens per training sequence (default: the context, at most 128 on the CPU and 1024 on
   // a GPU) and the shape of --model gpt (or changes to a preset's): blocks, width, heads,
-  // vocabulary (bench only: training takes the data set's vocabulary).
+  // vocabulary (bench only: training takes the data set's vocabulary). vit takes blocks, width
+  // and heads too.
   std::optional<std::int64_t> seq_len;
   std::optional<int> layers;
   std::optional<std::int64_t> width;

@@ -191,7 +191,14 @@ ModelShape model_shape(const RunConfig& config, const DataGeometry& geometry) {
     shape.classes = geometry.classes;
     return shape;
   }
-  if (config.model.kind == ModelKind::vit) shape.patch_size = config.options.patch_size.value_or(4);
+  if (config.model.kind == ModelKind::vit) {
+    const TrainOptions& o = config.options;
+    shape.vit.patch_size = o.patch_size.value_or(shape.vit.patch_size);
+    shape.vit.layers = o.layers.value_or(shape.vit.layers);
+    shape.vit.width = o.width.value_or(shape.vit.width);
+    shape.vit.heads = o.heads.value_or(shape.vit.heads);
+    shape.vit.pooling = o.pooling.value_or(shape.vit.pooling);
+  }
   if (config.model.takes_images()) {
     shape.input_size = config.input_size;
     shape.channels = model_channels(config.model, geometry);

@@ -8,19 +8,22 @@
 //   Input((S, S, channels), "images")
 //   -> Conv2D(width, patch_size, strides patch_size)   "patch_embedding" (B, S/p, S/p, width)
 //   -> Reshape((N, width))                             "patches", N = (S / patch_size)^2
-//   + PositionEmbedding(N)                             "position_embedding", "embeddings_add"
+//   -> ClassToken (pooling "token" only)               "class_token", then N + 1 tokens
+//   + PositionEmbedding(N or N + 1)                    "position_embedding", "embeddings_add"
 //   -> per block i (pre-norm):
 //        x = x + MultiHeadAttention(heads, width / heads)(LayerNormalization(x))
 //                "block_<i>_ln_1", "block_<i>_attention", "block_<i>_add_1"
 //        x = x + Dense(width)(Dense(mlp_dim, "gelu")(LayerNormalization(x)))
 //                "block_<i>_ln_2", "block_<i>_fc", "block_<i>_proj", "block_<i>_add_2"
 //   -> LayerNormalization                              "ln_f"
-//   -> the mean over the N patch tokens                "token_grid", "token_mean"
+//   -> pooling "mean": the mean over the N patch tokens "token_grid", "token_mean";
+//      pooling "token": the class token's row           "class_token_row" (Cropping1D), "pooled"
 //   -> Dense(classes)                                  "logits"
 //   -> Activation("softmax", float32)                  "predictions" (float32 probabilities)
 // Like the other classifiers of the model zoo it ends in a float32 softmax, so the loss is
-// "sparse_categorical_crossentropy" on probabilities. The tokens are pooled by their mean (no
-// class token).
+// "sparse_categorical_crossentropy" on probabilities. The tokens are pooled by their mean
+// (pooling "mean", the default) or read from a learned class token prepended to the patches
+// (pooling "token", the original ViT's).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +48,7 @@ struct VitConfig {
   std::int64_t classes = 10;  // >= 2
   double dropout = 0.0;       // on the attention probabilities and after each MLP, in [0, 1)
   double layer_norm_epsilon = 1e-6;
+  std::string pooling = "mean";  // "mean" (of the patch tokens) or "token" (a class token)
   std::optional<mixed_precision::Policy> dtype;  // default: the global policy at construction
   std::string name = "vit";
 };

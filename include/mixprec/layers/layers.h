@@ -3,7 +3,9 @@
 
 #include "mixprec/layers/activation.h"
 #include "mixprec/layers/batch_normalization.h"
+#include "mixprec/layers/class_token.h"
 #include "mixprec/layers/conv2d.h"
+#include "mixprec/layers/cropping1d.h"
 #include "mixprec/layers/dense.h"
 #include "mixprec/layers/depthwise_conv2d.h"
 #include "mixprec/layers/dropout.h"
