@@ -3,6 +3,8 @@
 // (tests/support/cuda_block_emulation.h): block_sync, warp_sync, shared_memory, exp, log, wmma.
 #include <mma.h>
 
+#include <string>
+
 #include "backend/cuda/attention.h"
 #include "backend/cuda/kernels/common.cuh"
 #include "mixprec/error.h"
@@ -61,6 +63,17 @@ void allow_shared(Kernel kernel, std::size_t bytes, const char* what) {
   }
 }
 
+// The kernels index within a tile in 32 bits (64-bit division is a slow subroutine on the GPU).
+void check_dims(const AttentionProblem& p) {
+  constexpr std::int64_t kMaxDim = std::int64_t{1} << 24;
+  if (p.head_dim >= kMaxDim || p.value_dim >= kMaxDim) {
+    throw ValueError(
+        "scaled_dot_product_attention: head dims of 2^24 or more are not supported on "
+        "CUDA (got " +
+        std::to_string(p.head_dim) + " and " + std::to_string(p.value_dim) + ")");
+  }
+}
+
 }  // namespace
 
 bool flash_attention_uses_tensor_cores(DType dtype, std::int64_t head_dim, std::int64_t value_dim) {
@@ -71,6 +84,7 @@ bool flash_attention_uses_tensor_cores(DType dtype, std::int64_t head_dim, std::
 void flash_attention_forward(DType dtype, const AttentionProblem& p, const void* q, const void* k,
                              const void* v, void* out, void* lse, void* accumulator,
                              cudaStream_t s) {
+  check_dims(p);
   const bool tc = flash_attention_uses_tensor_cores(dtype, p.head_dim, p.value_dim);
   dispatch_floating(dtype, "scaled_dot_product_attention", [&]<typename T>() {
     using C = compute_t<T>;
@@ -101,6 +115,7 @@ void flash_attention_backward(DType dtype, const AttentionProblem& p, const void
                               const void* q, const void* k, const void* v, const void* out,
                               const void* lse, void* row_dots, void* dq_acc, void* dk_acc,
                               void* dv_acc, void* dq, void* dk, void* dv, cudaStream_t s) {
+  check_dims(p);
   const bool tc = flash_attention_uses_tensor_cores(dtype, p.head_dim, p.value_dim);
   dispatch_floating(dtype, "scaled_dot_product_attention", [&]<typename T>() {
     using C = compute_t<T>;

@@ -191,14 +191,29 @@ __device__ __forceinline__ std::int64_t query_begin(const AttentionProblem& p, s
   return s < 0 ? 0 : (s > p.q_len ? p.q_len : s);
 }
 
+// The (batch, head) and the first row of this block, for blocks of `rows` rows over `len` rows
+// per head. In 32 bits: grids have fewer than 2^31 blocks, and a 64-bit division is a subroutine
+// call on the GPU (whose register convention made ptxas spill).
+struct BlockPlace {
+  std::int64_t bh, b, h, first;
+};
+__device__ __forceinline__ BlockPlace block_place(const AttentionProblem& p, std::int64_t len,
+                                                  std::int64_t rows) {
+  const auto per_head = static_cast<unsigned>(ceil_div(len, rows));
+  const auto heads = static_cast<unsigned>(p.heads);
+  const auto unit = static_cast<unsigned>(block_index());
+  const unsigned bh = unit / per_head, b = bh / heads;
+  return {bh, b, bh - b * heads, static_cast<std::int64_t>(unit - bh * per_head) * rows};
+}
+
 // Rows [r0, r0 + rows) of one head of a (len, H, width) slice (src at row 0 of the head, rows
 // row_stride apart) into dst (rows, width) row-major; rows past len are zeros (their products
 // must be finite: a NaN left in shared memory would poison a tile product through P = 0).
 template <typename T>
 __device__ __forceinline__ void load_rows(const T* __restrict__ src, std::int64_t row_stride,
-                                          std::int64_t r0, std::int64_t len, std::int64_t rows,
-                                          std::int64_t width, T* dst) {
-  for (std::int64_t e = thread_in_block(); e < rows * width; e += kTcThreads) {
+                                          std::int64_t r0, std::int64_t len, int rows, int width,
+                                          T* dst) {
+  for (int e = thread_in_block(); e < rows * width; e += kTcThreads) {
     const std::int64_t r = e / width, c = e - r * width;
     dst[e] = r0 + r < len ? src[(r0 + r) * row_stride + c] : from_compute<T>(compute_t<T>(0));
   }
@@ -206,7 +221,7 @@ __device__ __forceinline__ void load_rows(const T* __restrict__ src, std::int64_
 
 template <typename P>
 __device__ __forceinline__ void zero(P* dst, std::int64_t n) {
-  for (std::int64_t e = thread_in_block(); e < n; e += kTcThreads) dst[e] = P(0);
+  for (int e = thread_in_block(); e < n; e += kTcThreads) dst[e] = P(0);
 }
 
 // x as hi + lo, both in T.
@@ -295,10 +310,10 @@ template <typename T>
 __global__ void __launch_bounds__(kTcThreads)
     forward_tc_kernel(AttentionProblem p, const T* __restrict__ q, const T* __restrict__ k,
                       const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse) {
-  const std::int64_t H = p.heads, D = p.head_dim, Dv = p.value_dim, Tq = p.q_len, Tk = p.k_len;
-  const std::int64_t qblocks = ceil_div(Tq, kTcRows);
-  const std::int64_t unit = block_index(), bh = unit / qblocks, b = bh / H, h = bh % H;
-  const std::int64_t i0 = (unit % qblocks) * kTcRows;
+  const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
+  const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
+  const BlockPlace place = block_place(p, Tq, kTcRows);
+  const std::int64_t bh = place.bh, b = place.b, h = place.h, i0 = place.first;
   const std::int64_t nq = Tq - i0 < kTcRows ? Tq - i0 : kTcRows;
   const int tid = thread_in_block(), warp = tid / kLanes, lane = tid % kLanes;
   const ForwardLayout L(D, Dv);
@@ -335,7 +350,7 @@ __global__ void __launch_bounds__(kTcThreads)
     block_sync();
     product_abt(qs + w0 * D, D, ks, D, kFwdKeys, D, sw, kFwdKeys);
     warp_sync();
-    for (std::int64_t e = lane; e < kTile * kFwdKeys; e += kLanes) {
+    for (int e = lane; e < kTile * kFwdKeys; e += kLanes) {
       const std::int64_t r = e / kFwdKeys, c = e - r * kFwdKeys;
       sw[e] = visible(p, b, h, i0 + w0 + r, j0 + c) ? sw[e] * scale : negative_infinity<float>();
     }
@@ -354,14 +369,14 @@ __global__ void __launch_bounds__(kTcThreads)
       }
     }
     warp_sync();
-    for (std::int64_t e = lane; e < kTile * kFwdKeys; e += kLanes) {
+    for (int e = lane; e < kTile * kFwdKeys; e += kLanes) {
       const std::int64_t r = e / kFwdKeys, c = e - r * kFwdKeys;
       const float x = sw[e];
       const float pr = x == negative_infinity<float>() ? 0.0f : exp(x - m[w0 + r]);
       sw[e] = pr;
       split(pr * keep_factor<float>(p, b, h, i0 + w0 + r, j0 + c), hiw + e, low + e);
     }
-    for (std::int64_t e = lane; e < kTile * Dv; e += kLanes) ow[e] *= alpha[w0 + e / Dv];
+    for (int e = lane; e < kTile * Dv; e += kLanes) ow[e] *= alpha[w0 + e / Dv];
     warp_sync();
     if (lane < kTile) {  // the row sums before dropout, in key order
       const float* row = sw + lane * kFwdKeys;
@@ -374,7 +389,7 @@ __global__ void __launch_bounds__(kTcThreads)
     block_sync();  // ks, vs are reloaded
   }
 
-  for (std::int64_t e = lane; e < kTile * Dv; e += kLanes) {
+  for (int e = lane; e < kTile * Dv; e += kLanes) {
     const std::int64_t r = e / Dv, c = e - r * Dv, i = i0 + w0 + r;
     if (i >= Tq) continue;
     const float lr = l[w0 + r];
@@ -409,14 +424,14 @@ __global__ void row_dots_kernel(AttentionProblem p, const T* __restrict__ dout,
 // Returns the warp-wide maximum |dS| (every lane the same value, after a warp_sync).
 template <typename T, typename At>
 __device__ __forceinline__ float score_gradients(const AttentionProblem& p, std::int64_t b,
-                                                 std::int64_t h, std::int64_t rows, std::int64_t ld,
-                                                 At at, const float* lse, const float* dr, float* s,
+                                                 std::int64_t h, int rows, int ld, At at,
+                                                 const float* lse, const float* dr, float* s,
                                                  float* dp, bool want_pz, T* hi, T* lo,
                                                  float* amax) {
   const int tid = thread_in_block(), lane = tid % kLanes;
   const float scale = static_cast<float>(p.scale);
   float mx = 0.0f;
-  for (std::int64_t e = lane; e < rows * ld; e += kLanes) {
+  for (int e = lane; e < rows * ld; e += kLanes) {
     const std::int64_t r = e / ld, c = e - r * ld;
     std::int64_t i = 0, j = 0, qi = 0;  // query, key, the query's slot in lse / dr
     at(r, c, &i, &j, &qi);
@@ -452,10 +467,10 @@ __global__ void __launch_bounds__(kTcThreads)
     dkdv_tc_kernel(AttentionProblem p, const T* __restrict__ dout, const T* __restrict__ q,
                    const T* __restrict__ k, const T* __restrict__ v, const float* __restrict__ lse,
                    const float* __restrict__ dr, T* __restrict__ dk, T* __restrict__ dv) {
-  const std::int64_t H = p.heads, D = p.head_dim, Dv = p.value_dim, Tq = p.q_len, Tk = p.k_len;
-  const std::int64_t kblocks = ceil_div(Tk, kTcRows);
-  const std::int64_t unit = block_index(), bh = unit / kblocks, b = bh / H, h = bh % H;
-  const std::int64_t j0 = (unit % kblocks) * kTcRows;
+  const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
+  const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
+  const BlockPlace place = block_place(p, Tk, kTcRows);
+  const std::int64_t bh = place.bh, b = place.b, h = place.h, j0 = place.first;
   const int tid = thread_in_block(), warp = tid / kLanes;
   const DkvLayout L(D, Dv);
   unsigned char* sm = shared_memory();
@@ -509,7 +524,7 @@ __global__ void __launch_bounds__(kTcThreads)
     warp_sync();         // hi / lo are rewritten with dS
     if (tmax != 0.0f) {  // NaN included: it must reach dK
       const float sc = power_of_two_scale(tmax);
-      for (std::int64_t e = tid % kLanes; e < kTile * kDkvQueries; e += kLanes) {
+      for (int e = tid % kLanes; e < kTile * kDkvQueries; e += kLanes) {
         split(dpw[e] * sc, hiw + e, low + e);
       }
       warp_sync();
@@ -520,11 +535,11 @@ __global__ void __launch_bounds__(kTcThreads)
   }
   block_sync();
   const float scale = static_cast<float>(p.scale);
-  for (std::int64_t e = tid; e < kTcRows * D; e += kTcThreads) {
+  for (int e = tid; e < kTcRows * D; e += kTcThreads) {
     const std::int64_t r = e / D, c = e - r * D;
     if (j0 + r < Tk) dk[((b * Tk + j0 + r) * H + h) * D + c] = from_compute<T>(dks[e] * scale);
   }
-  for (std::int64_t e = tid; e < kTcRows * Dv; e += kTcThreads) {
+  for (int e = tid; e < kTcRows * Dv; e += kTcThreads) {
     const std::int64_t r = e / Dv, c = e - r * Dv;
     if (j0 + r < Tk) dv[((b * Tk + j0 + r) * H + h) * Dv + c] = from_compute<T>(dvs[e]);
   }
@@ -539,10 +554,10 @@ __global__ void __launch_bounds__(kTcThreads)
     dq_tc_kernel(AttentionProblem p, const T* __restrict__ dout, const T* __restrict__ q,
                  const T* __restrict__ k, const T* __restrict__ v, const float* __restrict__ lse,
                  const float* __restrict__ dr, T* __restrict__ dq) {
-  const std::int64_t H = p.heads, D = p.head_dim, Dv = p.value_dim, Tq = p.q_len, Tk = p.k_len;
-  const std::int64_t qblocks = ceil_div(Tq, kTcRows);
-  const std::int64_t unit = block_index(), bh = unit / qblocks, b = bh / H, h = bh % H;
-  const std::int64_t i0 = (unit % qblocks) * kTcRows;
+  const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
+  const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
+  const BlockPlace place = block_place(p, Tq, kTcRows);
+  const std::int64_t bh = place.bh, b = place.b, h = place.h, i0 = place.first;
   const std::int64_t nq = Tq - i0 < kTcRows ? Tq - i0 : kTcRows;
   const int tid = thread_in_block(), warp = tid / kLanes;
   const DqLayout L(D, Dv);
@@ -592,7 +607,7 @@ __global__ void __launch_bounds__(kTcThreads)
         lse_s, dr_s, sw, dpw, false, hiw, low, amax);
     if (tmax != 0.0f) {  // NaN included: it must reach dQ
       const float sc = power_of_two_scale(tmax);
-      for (std::int64_t e = tid % kLanes; e < kTile * kDqKeys; e += kLanes) {
+      for (int e = tid % kLanes; e < kTile * kDqKeys; e += kLanes) {
         split(dpw[e] * sc, hiw + e, low + e);
       }
       warp_sync();
@@ -602,7 +617,7 @@ __global__ void __launch_bounds__(kTcThreads)
   }
   block_sync();
   const float scale = static_cast<float>(p.scale);
-  for (std::int64_t e = tid; e < kTcRows * D; e += kTcThreads) {
+  for (int e = tid; e < kTcRows * D; e += kTcThreads) {
     const std::int64_t r = e / D, c = e - r * D;
     if (i0 + r < Tq) dq[((b * Tq + i0 + r) * H + h) * D + c] = from_compute<T>(dqs[e] * scale);
   }
@@ -631,10 +646,10 @@ __global__ void __launch_bounds__(kScalarThreads)
                           const T* __restrict__ v, T* __restrict__ out,
                           compute_t<T>* __restrict__ lse, compute_t<T>* __restrict__ acc) {
   using C = compute_t<T>;
-  const std::int64_t H = p.heads, D = p.head_dim, Dv = p.value_dim, Tq = p.q_len, Tk = p.k_len;
-  const std::int64_t qblocks = ceil_div(Tq, kScalarQ);
-  const std::int64_t unit = block_index(), bh = unit / qblocks, b = bh / H, h = bh % H;
-  const std::int64_t i0 = (unit % qblocks) * kScalarQ;
+  const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
+  const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
+  const BlockPlace place = block_place(p, Tq, kScalarQ);
+  const std::int64_t bh = place.bh, b = place.b, h = place.h, i0 = place.first;
   const std::int64_t nq = Tq - i0 < kScalarQ ? Tq - i0 : kScalarQ;
   const int tid = thread_in_block();
   C* s = reinterpret_cast<C*>(shared_memory());  // (kScalarQ, kScalarK)
@@ -645,13 +660,13 @@ __global__ void __launch_bounds__(kScalarThreads)
   const T* kh = k + (b * Tk * H + h) * D;
   const T* vh = v + (b * Tk * H + h) * Dv;
   C* accb = acc + (bh * Tq + i0) * Dv;
-  for (std::int64_t e = tid; e < nq * Dv; e += kScalarThreads) accb[e] = C(0);
+  for (int e = tid; e < nq * Dv; e += kScalarThreads) accb[e] = C(0);
   if (tid < kScalarQ) m[tid] = negative_infinity<C>(), l[tid] = C(0);
   const C scale = static_cast<C>(p.scale);
   const std::int64_t kend = key_end(p, i0, nq);
   for (std::int64_t j0 = 0; j0 < kend; j0 += kScalarK) {
     block_sync();  // the previous step's readers of s are done (and the initialisation)
-    for (std::int64_t e = tid; e < kScalarQ * kScalarK; e += kScalarThreads) {
+    for (int e = tid; e < kScalarQ * kScalarK; e += kScalarThreads) {
       const std::int64_t r = e / kScalarK, c = e - r * kScalarK, i = i0 + r, j = j0 + c;
       s[e] = visible(p, b, h, i, j) ? dot(qh + i * H * D, kh + j * H * D, D, scale)
                                     : negative_infinity<C>();
@@ -680,7 +695,7 @@ __global__ void __launch_bounds__(kScalarThreads)
     }
     block_sync();
     const std::int64_t nk = Tk - j0 < kScalarK ? Tk - j0 : kScalarK;
-    for (std::int64_t e = tid; e < nq * Dv; e += kScalarThreads) {
+    for (int e = tid; e < nq * Dv; e += kScalarThreads) {
       const std::int64_t r = e / Dv, c = e - r * Dv;
       const C* prow = s + r * kScalarK;
       C o = accb[e] * alpha[r];
@@ -690,7 +705,7 @@ __global__ void __launch_bounds__(kScalarThreads)
     }
   }
   block_sync();
-  for (std::int64_t e = tid; e < nq * Dv; e += kScalarThreads) {
+  for (int e = tid; e < nq * Dv; e += kScalarThreads) {
     const std::int64_t r = e / Dv, c = e - r * Dv;
     const C inv = l[r] == C(0) ? C(0) : C(1) / l[r];
     out[((b * Tq + i0 + r) * H + h) * Dv + c] = from_compute<T>(accb[e] * inv);
@@ -728,10 +743,10 @@ __global__ void __launch_bounds__(kScalarThreads)
                        compute_t<T>* __restrict__ dk_acc, compute_t<T>* __restrict__ dv_acc,
                        T* __restrict__ dk, T* __restrict__ dv) {
   using C = compute_t<T>;
-  const std::int64_t H = p.heads, D = p.head_dim, Dv = p.value_dim, Tq = p.q_len, Tk = p.k_len;
-  const std::int64_t kblocks = ceil_div(Tk, kScalarK);
-  const std::int64_t unit = block_index(), bh = unit / kblocks, b = bh / H, h = bh % H;
-  const std::int64_t j0 = (unit % kblocks) * kScalarK;
+  const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
+  const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
+  const BlockPlace place = block_place(p, Tk, kScalarK);
+  const std::int64_t bh = place.bh, b = place.b, h = place.h, j0 = place.first;
   const std::int64_t nk = Tk - j0 < kScalarK ? Tk - j0 : kScalarK;
   const int tid = thread_in_block();
   C* pz = reinterpret_cast<C*>(shared_memory());  // (kScalarQ, kScalarK)
@@ -744,18 +759,18 @@ __global__ void __launch_bounds__(kScalarThreads)
   const C* drh = dr + bh * Tq;
   C* dka = dk_acc + (bh * Tk + j0) * D;
   C* dva = dv_acc + (bh * Tk + j0) * Dv;
-  for (std::int64_t e = tid; e < nk * D; e += kScalarThreads) dka[e] = C(0);
-  for (std::int64_t e = tid; e < nk * Dv; e += kScalarThreads) dva[e] = C(0);
+  for (int e = tid; e < nk * D; e += kScalarThreads) dka[e] = C(0);
+  for (int e = tid; e < nk * Dv; e += kScalarThreads) dva[e] = C(0);
   const C scale = static_cast<C>(p.scale);
   for (std::int64_t i0 = query_begin(p, j0) / kScalarQ * kScalarQ; i0 < Tq; i0 += kScalarQ) {
     block_sync();
-    for (std::int64_t e = tid; e < kScalarQ * kScalarK; e += kScalarThreads) {
+    for (int e = tid; e < kScalarQ * kScalarK; e += kScalarThreads) {
       const std::int64_t r = e / kScalarK, c = e - r * kScalarK;
       scalar_score_gradient(p, b, h, i0 + r, j0 + c, qh, kh, vh, doh, lh, drh, pz + e, ds + e);
     }
     block_sync();
     const std::int64_t nq = Tq - i0 < kScalarQ ? Tq - i0 : kScalarQ;
-    for (std::int64_t e = tid; e < nk * Dv; e += kScalarThreads) {
+    for (int e = tid; e < nk * Dv; e += kScalarThreads) {
       const std::int64_t j = e / Dv, c = e - j * Dv;
       C a = dva[e];
       for (std::int64_t r = 0; r < nq; ++r) {
@@ -763,7 +778,7 @@ __global__ void __launch_bounds__(kScalarThreads)
       }
       dva[e] = a;
     }
-    for (std::int64_t e = tid; e < nk * D; e += kScalarThreads) {
+    for (int e = tid; e < nk * D; e += kScalarThreads) {
       const std::int64_t j = e / D, c = e - j * D;
       C a = dka[e];
       for (std::int64_t r = 0; r < nq; ++r) {
@@ -773,11 +788,11 @@ __global__ void __launch_bounds__(kScalarThreads)
     }
   }
   // Each accumulator element was written by the thread that writes it out: no sync needed.
-  for (std::int64_t e = tid; e < nk * D; e += kScalarThreads) {
+  for (int e = tid; e < nk * D; e += kScalarThreads) {
     const std::int64_t j = e / D, c = e - j * D;
     dk[((b * Tk + j0 + j) * H + h) * D + c] = from_compute<T>(dka[e]);
   }
-  for (std::int64_t e = tid; e < nk * Dv; e += kScalarThreads) {
+  for (int e = tid; e < nk * Dv; e += kScalarThreads) {
     const std::int64_t j = e / Dv, c = e - j * Dv;
     dv[((b * Tk + j0 + j) * H + h) * Dv + c] = from_compute<T>(dva[e]);
   }
@@ -792,10 +807,10 @@ __global__ void __launch_bounds__(kScalarThreads)
                      const compute_t<T>* __restrict__ lse, const compute_t<T>* __restrict__ dr,
                      compute_t<T>* __restrict__ dq_acc, T* __restrict__ dq) {
   using C = compute_t<T>;
-  const std::int64_t H = p.heads, D = p.head_dim, Dv = p.value_dim, Tq = p.q_len, Tk = p.k_len;
-  const std::int64_t qblocks = ceil_div(Tq, kScalarQ);
-  const std::int64_t unit = block_index(), bh = unit / qblocks, b = bh / H, h = bh % H;
-  const std::int64_t i0 = (unit % qblocks) * kScalarQ;
+  const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
+  const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
+  const BlockPlace place = block_place(p, Tq, kScalarQ);
+  const std::int64_t bh = place.bh, b = place.b, h = place.h, i0 = place.first;
   const std::int64_t nq = Tq - i0 < kScalarQ ? Tq - i0 : kScalarQ;
   const int tid = thread_in_block();
   C* pz = reinterpret_cast<C*>(shared_memory());  // (kScalarQ, kScalarK), unused
@@ -805,18 +820,18 @@ __global__ void __launch_bounds__(kScalarThreads)
   const T* vh = v + (b * Tk * H + h) * Dv;
   const T* doh = dout + (b * Tq * H + h) * Dv;
   C* dqa = dq_acc + (bh * Tq + i0) * D;
-  for (std::int64_t e = tid; e < nq * D; e += kScalarThreads) dqa[e] = C(0);
+  for (int e = tid; e < nq * D; e += kScalarThreads) dqa[e] = C(0);
   const std::int64_t kend = key_end(p, i0, nq);
   for (std::int64_t j0 = 0; j0 < kend; j0 += kScalarK) {
     block_sync();
-    for (std::int64_t e = tid; e < kScalarQ * kScalarK; e += kScalarThreads) {
+    for (int e = tid; e < kScalarQ * kScalarK; e += kScalarThreads) {
       const std::int64_t r = e / kScalarK, c = e - r * kScalarK;
       scalar_score_gradient(p, b, h, i0 + r, j0 + c, qh, kh, vh, doh, lse + bh * Tq, dr + bh * Tq,
                             pz + e, ds + e);
     }
     block_sync();
     const std::int64_t nk = Tk - j0 < kScalarK ? Tk - j0 : kScalarK;
-    for (std::int64_t e = tid; e < nq * D; e += kScalarThreads) {
+    for (int e = tid; e < nq * D; e += kScalarThreads) {
       const std::int64_t r = e / D, c = e - r * D;
       C a = dqa[e];
       for (std::int64_t jj = 0; jj < nk; ++jj) {
@@ -826,7 +841,7 @@ __global__ void __launch_bounds__(kScalarThreads)
     }
   }
   const C scale = static_cast<C>(p.scale);
-  for (std::int64_t e = tid; e < nq * D; e += kScalarThreads) {
+  for (int e = tid; e < nq * D; e += kScalarThreads) {
     const std::int64_t r = e / D, c = e - r * D;
     dq[((b * Tq + i0 + r) * H + h) * D + c] = from_compute<T>(dqa[e] * scale);
   }
