@@ -224,6 +224,12 @@ __device__ __forceinline__ void zero(P* dst, std::int64_t n) {
   for (int e = thread_in_block(); e < n; e += kTcThreads) dst[e] = P(0);
 }
 
+// The t-th column that the thread of row `row` visits in a row-per-thread loop over a row-major
+// tile n columns wide (n a multiple of 32): rotated by the row, so that the threads of consecutive
+// rows read different shared-memory banks (unrotated, every row's column c sits in the same bank).
+// A fixed order per row: the sums stay deterministic.
+__host__ __device__ inline int rotated(int t, int row, int n) { return (t + row) % n; }
+
 // x as hi + lo, both in T.
 template <typename T>
 __device__ __forceinline__ void split(float x, T* hi, T* lo) {
@@ -307,9 +313,9 @@ __device__ __forceinline__ void accumulate_split_product(const T* hi, const T* l
 // softmax (row maxima and sums by 16 lanes, one row each, in key order; the exponentials by all
 // lanes); O (float, shared) = alpha O + (P Z) V.
 template <typename T>
-__global__ void __launch_bounds__(kTcThreads)
-    forward_tc_kernel(AttentionProblem p, const T* __restrict__ q, const T* __restrict__ k,
-                      const T* __restrict__ v, T* __restrict__ out, float* __restrict__ lse) {
+__global__ void forward_tc_kernel(AttentionProblem p, const T* __restrict__ q,
+                                  const T* __restrict__ k, const T* __restrict__ v,
+                                  T* __restrict__ out, float* __restrict__ lse) {
   const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
   const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
   const BlockPlace place = block_place(p, Tq, kTcRows);
@@ -358,7 +364,10 @@ __global__ void __launch_bounds__(kTcThreads)
     if (lane < kTile) {
       const float* row = sw + lane * kFwdKeys;
       float mx = negative_infinity<float>();
-      for (std::int64_t c = 0; c < kFwdKeys; ++c) mx = row[c] > mx ? row[c] : mx;
+      for (int t = 0; t < kFwdKeys; ++t) {
+        const int c = rotated(t, lane, kFwdKeys);
+        mx = row[c] > mx ? row[c] : mx;
+      }
       const float m_old = m[w0 + lane];
       if (mx == negative_infinity<float>()) {  // nothing visible in this step: state unchanged
         alpha[w0 + lane] = 1.0f;
@@ -381,7 +390,7 @@ __global__ void __launch_bounds__(kTcThreads)
     if (lane < kTile) {  // the row sums before dropout, in key order
       const float* row = sw + lane * kFwdKeys;
       float sum = 0.0f;
-      for (std::int64_t c = 0; c < kFwdKeys; ++c) sum += row[c];
+      for (int t = 0; t < kFwdKeys; ++t) sum += row[rotated(t, lane, kFwdKeys)];
       l[w0 + lane] = l[w0 + lane] * alpha[w0 + lane] + sum;
     }
     accumulate_split_product(hiw, low, kFwdKeys, vs, Dv, Dv, kFwdKeys, 1.0f, ow, Dv);
@@ -463,10 +472,11 @@ __device__ __forceinline__ float score_gradients(const AttentionProblem& p, std:
 // (float, shared) over every query step of kDkvQueries queries in order: S^T = K Q^T and
 // dP^T = V dO^T (warp tiles 16 x 32), dV += (P Z)^T dO, dK += dS^T Q (scaled at the end).
 template <typename T>
-__global__ void __launch_bounds__(kTcThreads)
-    dkdv_tc_kernel(AttentionProblem p, const T* __restrict__ dout, const T* __restrict__ q,
-                   const T* __restrict__ k, const T* __restrict__ v, const float* __restrict__ lse,
-                   const float* __restrict__ dr, T* __restrict__ dk, T* __restrict__ dv) {
+__global__ void dkdv_tc_kernel(AttentionProblem p, const T* __restrict__ dout,
+                               const T* __restrict__ q, const T* __restrict__ k,
+                               const T* __restrict__ v, const float* __restrict__ lse,
+                               const float* __restrict__ dr, T* __restrict__ dk,
+                               T* __restrict__ dv) {
   const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
   const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
   const BlockPlace place = block_place(p, Tk, kTcRows);
@@ -550,10 +560,10 @@ __global__ void __launch_bounds__(kTcThreads)
 // (float, shared) over every key step of kDqKeys keys in order: S = Q K^T, dP = dO V^T (warp
 // tiles 16 x 64), dQ += dS K (scaled at the end).
 template <typename T>
-__global__ void __launch_bounds__(kTcThreads)
-    dq_tc_kernel(AttentionProblem p, const T* __restrict__ dout, const T* __restrict__ q,
-                 const T* __restrict__ k, const T* __restrict__ v, const float* __restrict__ lse,
-                 const float* __restrict__ dr, T* __restrict__ dq) {
+__global__ void dq_tc_kernel(AttentionProblem p, const T* __restrict__ dout,
+                             const T* __restrict__ q, const T* __restrict__ k,
+                             const T* __restrict__ v, const float* __restrict__ lse,
+                             const float* __restrict__ dr, T* __restrict__ dq) {
   const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
   const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
   const BlockPlace place = block_place(p, Tq, kTcRows);
@@ -641,10 +651,10 @@ __device__ __forceinline__ compute_t<T> dot(const T* __restrict__ a, const T* __
 // online softmax in key order, then every (query, column) of the accumulator adds its row of
 // P Z times V in key order.
 template <typename T>
-__global__ void __launch_bounds__(kScalarThreads)
-    forward_scalar_kernel(AttentionProblem p, const T* __restrict__ q, const T* __restrict__ k,
-                          const T* __restrict__ v, T* __restrict__ out,
-                          compute_t<T>* __restrict__ lse, compute_t<T>* __restrict__ acc) {
+__global__ void forward_scalar_kernel(AttentionProblem p, const T* __restrict__ q,
+                                      const T* __restrict__ k, const T* __restrict__ v,
+                                      T* __restrict__ out, compute_t<T>* __restrict__ lse,
+                                      compute_t<T>* __restrict__ acc) {
   using C = compute_t<T>;
   const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
   const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
@@ -675,15 +685,19 @@ __global__ void __launch_bounds__(kScalarThreads)
     if (tid < kScalarQ) {
       C* row = s + tid * kScalarK;
       C mx = negative_infinity<C>();
-      for (std::int64_t c = 0; c < kScalarK; ++c) mx = row[c] > mx ? row[c] : mx;
+      for (int t = 0; t < kScalarK; ++t) {
+        const int c = rotated(t, tid, kScalarK);
+        mx = row[c] > mx ? row[c] : mx;
+      }
       if (mx == negative_infinity<C>()) {  // nothing visible: P = 0, the state unchanged
-        for (std::int64_t c = 0; c < kScalarK; ++c) row[c] = C(0);
+        for (int c = 0; c < kScalarK; ++c) row[c] = C(0);
         alpha[tid] = C(1);
       } else {
         const C m_new = m[tid] > mx ? m[tid] : mx;
         const C a = exp(m[tid] - m_new);
         C sum = C(0);
-        for (std::int64_t c = 0; c < kScalarK; ++c) {
+        for (int t = 0; t < kScalarK; ++t) {
+          const int c = rotated(t, tid, kScalarK);
           const C pr = row[c] == negative_infinity<C>() ? C(0) : exp(row[c] - m_new);
           sum += pr;
           row[c] = pr * keep_factor<C>(p, b, h, i0 + tid, j0 + c);
@@ -736,12 +750,13 @@ __device__ __forceinline__ void scalar_score_gradient(
 // (key, column) of the accumulators adds its column of the tiles times dO / (scale q) in query
 // order.
 template <typename T>
-__global__ void __launch_bounds__(kScalarThreads)
-    dkdv_scalar_kernel(AttentionProblem p, const T* __restrict__ dout, const T* __restrict__ q,
-                       const T* __restrict__ k, const T* __restrict__ v,
-                       const compute_t<T>* __restrict__ lse, const compute_t<T>* __restrict__ dr,
-                       compute_t<T>* __restrict__ dk_acc, compute_t<T>* __restrict__ dv_acc,
-                       T* __restrict__ dk, T* __restrict__ dv) {
+__global__ void dkdv_scalar_kernel(AttentionProblem p, const T* __restrict__ dout,
+                                   const T* __restrict__ q, const T* __restrict__ k,
+                                   const T* __restrict__ v, const compute_t<T>* __restrict__ lse,
+                                   const compute_t<T>* __restrict__ dr,
+                                   compute_t<T>* __restrict__ dk_acc,
+                                   compute_t<T>* __restrict__ dv_acc, T* __restrict__ dk,
+                                   T* __restrict__ dv) {
   using C = compute_t<T>;
   const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
   const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
@@ -801,11 +816,11 @@ __global__ void __launch_bounds__(kScalarThreads)
 // dQ: one block per (b, h, kScalarQ queries); per key step the dS tile, then every (query,
 // column) of the accumulator adds its row of dS times K in key order; scaled at the end.
 template <typename T>
-__global__ void __launch_bounds__(kScalarThreads)
-    dq_scalar_kernel(AttentionProblem p, const T* __restrict__ dout, const T* __restrict__ q,
-                     const T* __restrict__ k, const T* __restrict__ v,
-                     const compute_t<T>* __restrict__ lse, const compute_t<T>* __restrict__ dr,
-                     compute_t<T>* __restrict__ dq_acc, T* __restrict__ dq) {
+__global__ void dq_scalar_kernel(AttentionProblem p, const T* __restrict__ dout,
+                                 const T* __restrict__ q, const T* __restrict__ k,
+                                 const T* __restrict__ v, const compute_t<T>* __restrict__ lse,
+                                 const compute_t<T>* __restrict__ dr,
+                                 compute_t<T>* __restrict__ dq_acc, T* __restrict__ dq) {
   using C = compute_t<T>;
   const std::int64_t H = p.heads, Tq = p.q_len, Tk = p.k_len;
   const int D = static_cast<int>(p.head_dim), Dv = static_cast<int>(p.value_dim);
