@@ -74,6 +74,8 @@ struct Case {
   // hides its last 5 keys.
   int mask = 0;
   double dropout = 0.0;
+  // The spreads of v and of the output gradient (a loss-scaled one, a tiny one).
+  double v_scale = 1.0, dout_scale = 1.0;
 };
 
 template <typename T>
@@ -247,8 +249,8 @@ void check_case(const Case& c, bool expect_tensor_cores) {
       os{c.b, c.tq, c.h, c.dv};
   const auto q = random_values<T>(static_cast<std::size_t>(qs.numel()), gen, 1.5);
   const auto k = random_values<T>(static_cast<std::size_t>(ks.numel()), gen, 1.5);
-  const auto v = random_values<T>(static_cast<std::size_t>(vs.numel()), gen, 1.0);
-  const auto dout = random_values<T>(static_cast<std::size_t>(os.numel()), gen, 1.0);
+  const auto v = random_values<T>(static_cast<std::size_t>(vs.numel()), gen, c.v_scale);
+  const auto dout = random_values<T>(static_cast<std::size_t>(os.numel()), gen, c.dout_scale);
 
   const Tensor mask = mask_of(c);
   const AttentionGeometry g = geometry_of(c, dtype);
@@ -305,6 +307,18 @@ TEST(CudaAttentionEmulation, TensorCoreKernelsMatchTheCpu) {
   check_case<bfloat16>({"bf16_d32_dv16_causal_dropout", 1, 20, 20, 1, 32, 16, true, 0, 0.5}, true);
   // Tq > Tk under the causal rule: the first 45 queries see no key.
   check_case<float16>({"f16_tq_gt_tk_causal", 1, 65, 20, 1, 16, 16, true}, true);
+}
+
+// float16's range on tensor cores: dS = P (dP - D) of a loss-scaled gradient exceeds 65504 and
+// of a tiny one falls below float16's normal numbers; the per-tile power-of-two scaling keeps
+// both (unscaled, the first gives inf and NaN gradients, the second loses its digits).
+TEST(CudaAttentionEmulation, TensorCoreGradientsKeepFloat32Range) {
+  Case big{"f16_loss_scaled_dout", 1, 40, 40, 1, 64, 64, true};
+  big.v_scale = 4.0, big.dout_scale = 0x1p12;
+  check_case<float16>(big, true);
+  Case tiny{"f16_tiny_dout", 1, 40, 40, 1, 64, 64, true};
+  tiny.dout_scale = 0x1p-20;
+  check_case<float16>(tiny, true);
 }
 
 TEST(CudaAttentionEmulation, ScalarKernelsMatchTheCpu) {
