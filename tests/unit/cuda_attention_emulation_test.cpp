@@ -3,10 +3,10 @@
 // barriers, shared memory per block, wmma tiles held whole), with attention.cu's grids and choice
 // of kernels, against the CPU backend's fused attention (cpu/attention.h) on the same inputs:
 // the output, the log-sum-exp and the three gradients. Tensor-core kernels (float16, bfloat16 with
-// head dims 16, 32, 64) and scalar ones (float32, float64, float16 with a head dim of 24); lengths
-// that are not multiples of the blocks, Tq != Tk both ways, causal (with queries that see no key),
-// a (B, Tq, Tk) mask broadcast over the heads that hides every key of one query, a key-padding
-// mask broadcast over heads and queries, dropout. No GPU needed.
+// head dims 16, 32, 64, 128) and scalar ones (float32, float64, float16 with a head dim of 24);
+// lengths that are not multiples of the blocks, Tq != Tk both ways, causal (with queries that see
+// no key), a (B, Tq, Tk) mask broadcast over the heads that hides every key of one query, a
+// key-padding mask broadcast over heads and queries, dropout. No GPU needed.
 //
 // Bounds: both sides compute in float (double for float64) from the same stored inputs, in
 // different orders (the CPU pre-scales q and blocks by 64 keys; the kernels scale the product or
@@ -307,6 +307,10 @@ TEST(CudaAttentionEmulation, TensorCoreKernelsMatchTheCpu) {
   check_case<bfloat16>({"bf16_d32_dv16_causal_dropout", 1, 20, 20, 1, 32, 16, true, 0, 0.5}, true);
   // Tq > Tk under the causal rule: the first 45 queries see no key.
   check_case<float16>({"f16_tq_gt_tk_causal", 1, 65, 20, 1, 16, 16, true}, true);
+  // The largest head dims (the most shared memory), a key cache longer than a block.
+  check_case<bfloat16>({"bf16_d128_kv_cache", 1, 17, 70, 1, 128, 128, true, 0, 0.1}, true);
+  // No keys at all: zeros and -inf for every query.
+  check_case<float16>({"f16_no_keys", 1, 5, 0, 2, 16, 16}, true);
 }
 
 // float16's range on tensor cores: dS = P (dP - D) of a loss-scaled gradient exceeds 65504 and
