@@ -114,8 +114,13 @@ inline thread_local int thread = 0;
 
 }  // namespace block_emulation
 
+// In an unnamed namespace: cuda_host_emulation.h defines the same two names for its thread-after-
+// thread model, and both headers' tests link into one program (one definition each per test file,
+// not two different inline functions the linker would pick one of).
+namespace {
 inline std::int64_t block_index() { return block_emulation::block; }
 inline int thread_in_block() { return block_emulation::thread; }
+}  // namespace
 inline void block_sync() { block_emulation::current->block.arrive_and_wait(); }
 inline void warp_sync() {
   block_emulation::current
