@@ -310,7 +310,7 @@ __device__ __forceinline__ void accumulate_split_product(const T* hi, const T* l
 // ---- forward on tensor cores ----
 // One block of kTcThreads per (b, h, 64 queries); warp w owns queries 16w..16w+15 of the block.
 // Per step of kFwdKeys keys: S = Q K^T (warp tile 16 x 64), masked and scaled; the online
-// softmax (row maxima and sums by 16 lanes, one row each, in key order; the exponentials by all
+// softmax (row maxima and sums by 16 lanes, one row each, in a fixed order; the exponentials by all
 // lanes); O (float, shared) = alpha O + (P Z) V.
 template <typename T>
 __global__ void forward_tc_kernel(AttentionProblem p, const T* __restrict__ q,
@@ -387,7 +387,7 @@ __global__ void forward_tc_kernel(AttentionProblem p, const T* __restrict__ q,
     }
     for (int e = lane; e < kTile * Dv; e += kLanes) ow[e] *= alpha[w0 + e / Dv];
     warp_sync();
-    if (lane < kTile) {  // the row sums before dropout, in key order
+    if (lane < kTile) {  // the row sums before dropout, in one fixed (rotated) key order
       const float* row = sw + lane * kFwdKeys;
       float sum = 0.0f;
       for (int t = 0; t < kFwdKeys; ++t) sum += row[rotated(t, lane, kFwdKeys)];
@@ -648,7 +648,7 @@ __device__ __forceinline__ compute_t<T> dot(const T* __restrict__ a, const T* __
 }
 
 // Forward: per key step, the block's scores tile, then 16 threads (one per query) update the
-// online softmax in key order, then every (query, column) of the accumulator adds its row of
+// online softmax in a fixed order, then every (query, column) of the accumulator adds its row of
 // P Z times V in key order.
 template <typename T>
 __global__ void forward_scalar_kernel(AttentionProblem p, const T* __restrict__ q,
