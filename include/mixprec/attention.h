@@ -29,9 +29,9 @@
 // Two implementations with one contract:
 //  - attention_reference: the composition of public ops (permute, matmul, where, softmax, dropout,
 //    matmul) in float32 (float64 for float64), memory O(Tq * Tk); the oracle of the tests;
-//  - scaled_dot_product_attention: a fused kernel where the device has one (the CPU:
+//  - scaled_dot_product_attention: a fused kernel where the device has one (the CPU and CUDA:
 //    flash-attention style, memory O(Tq + Tk) per head, the Tq x Tk probabilities never stored),
-//    the reference elsewhere (CUDA for now) and when MIXPREC_FUSION=0.
+//    the reference elsewhere and when MIXPREC_FUSION=0.
 #pragma once
 
 #include <cstdint>

@@ -22,7 +22,10 @@
 # MIXPREC_CUDNN_BENCHMARK=1; MODEL a GPT preset such as gpt2 runs SEQ_GPT = 1024 tokens with
 # AdamW), torch:MODEL:POLICIES:BATCH (the PyTorch eager peer, no compile; for a GPT preset
 # bench/peers/torch_gpt.py, eager with scaled_dot_product_attention and torch.compile),
-# ncu:MODEL:POLICY:BATCH (Nsight Compute's per-kernel time summary of one warm-up and two steps).
+# ncu:MODEL:POLICY:BATCH (Nsight Compute's per-kernel time summary of one warm-up and two steps),
+# attention (bench/attention_bench --device cuda, the fused CUDA kernels against the composition,
+# and bench/peers/torch_attention.py, PyTorch's scaled_dot_product_attention, at one GPT-2 layer:
+# batch 8, T = ATTN_T (1024), 12 heads of 64, causal; attention_bench must be in the pack).
 # Settings: DEADLINE (540), TESTS_TIMEOUT (150), SANITIZER_TIMEOUT (90), SANITIZER_FILTER (gtest
 # filter; default every test but the allocator's intended out-of-memory one, with the NCCL tests
 # in a second run that does not report CUDA API return codes: see the memcheck stage), GTEST_FILTER,
@@ -190,6 +193,18 @@ for s in "$@"; do
       stage "ncu $m $p b$b" "${ROW_TIMEOUT:-90}" "${run_mp[@]}" ncu --metrics gpu__time_duration.sum \
         --print-summary per-kernel --csv --log-file "$files/ncu-$m-$p-b$b.csv" "$cli" bench --device cuda \
         --model "$m" --policy "$p" --batch-size "$b" "${margs[@]}" --steps 2 --warmup 1
+      ;;
+    attention)  # the fused CUDA attention kernels and PyTorch's SDPA on one GPT-2 layer
+      shape=(--batch 8 --length "${ATTN_T:-1024}" --heads 12 --dim 64 --repeats 10)
+      if [[ -x "$mp/bin/attention_bench" ]]; then
+        stage "attention bench" "${ROW_TIMEOUT:-90}" bash -c '"${@:2}" >"$1"' _ "$files/attention-mixprec.jsonl" \
+          "${run_mp[@]}" "$mp/bin/attention_bench" --device cuda "${shape[@]}"
+      else
+        echo "==== attention bench: SKIPPED (no attention_bench in the pack: build it, then pack-prebuilt.sh)"
+      fi
+      stage "attention torch" "${ROW_TIMEOUT:-90}" bash -c '"${@:2}" >"$1"' _ "$files/attention-torch.jsonl" \
+        python3 "$root/bench/peers/torch_attention.py" --device cuda "${shape[@]}"
+      cat "$files"/attention-*.jsonl 2>/dev/null
       ;;
     bench:*)
       left=$((DEADLINE - SECONDS))

@@ -15,9 +15,9 @@
 // composes cast + matmul where they are null) and channel_gate_backward (set by both backends: the
 // product's gradient composes mul and sum_to where it is null) and the three
 // batch_norm_activation_* entries (set by both backends: the op composes batch norm and the
-// activation where they are null) and the two attention_* entries (CPU only: the op composes
-// attention_reference where they are null) and accumulate_gradient (CPU only: autograd adds out of
-// place where it is null). Every other entry is set by every backend.
+// activation where they are null) and the two attention_* entries (set by both backends: the op
+// composes attention_reference where they are null) and accumulate_gradient (CPU only: autograd
+// adds out of place where it is null). Every other entry is set by every backend.
 #pragma once
 
 #include <cstdint>

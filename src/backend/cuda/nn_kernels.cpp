@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/attention.h"
 #include "backend/cuda/batch_norm.h"
 #include "backend/cuda/channel_gate.h"
 #include "backend/cuda/conv.h"
@@ -136,10 +137,8 @@ const NnKernels kNnKernels{
     .embedding_scatter_add = cuda::embedding_scatter_add,
     .channel_gate_backward = cuda::channel_gate_backward,
     .accumulate_gradient = nullptr,  // autograd adds out of place
-    // No fused attention kernel yet: the op composes attention_reference (cuBLASLt products and
-    // the softmax kernel, O(Tq * Tk) memory per head).
-    .attention_forward = nullptr,
-    .attention_backward = nullptr,
+    .attention_forward = cuda::attention_forward,
+    .attention_backward = cuda::attention_backward,
     .zero_pad2d = pad_entry,
     .resize_bilinear = cuda::resize_bilinear,
     .resize_bilinear_backward = cuda::resize_bilinear_backward,
