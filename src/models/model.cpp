@@ -78,8 +78,8 @@ std::optional<std::pair<std::size_t, UnaryOp>> fusable_activation_after(
 
 // Whether node j (about to run on `args`) computes its sum through the fused Add + normalization
 // op for a later node k: node j an Add of two inputs of one shape and dtype with one output, node
-// k the first node after j that reads it, a LayerNormalization or RMSNormalization whose only input
-// it is and that computes in the Add's output dtype. Unlike the activation fusions the sum may
+// k the first of its readers that is a LayerNormalization or RMSNormalization whose only input it
+// is and that computes in the Add's output dtype. Unlike the activation fusions the sum may
 // have other readers (the residual stream goes on to the next Add): it stays a value of node j.
 // Returns k. (Sources: ModelImpl's.)
 template <typename Source>
