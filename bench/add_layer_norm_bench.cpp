@@ -3,7 +3,7 @@
 // only (the backward is the same in both), on the rows of a GPT step: batch x T rows of the
 // residual width. The two run interleaved (DESIGN §5), so their ratio holds under background load.
 //
-//   add_layer_norm_bench [--json PATH] [--rows N] [--width C] [--repeats N]
+//   add_layer_norm_bench [--json PATH] [--rows N] [--width C] [--repeats N] [--dtype NAME]
 #include <omp.h>
 
 #include <algorithm>
@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   std::string json;
   std::int64_t rows = 8 * 256, width = 384;
   int repeats = 200;
+  std::vector<mp::DType> dtypes = {mp::DType::float32, mp::DType::bfloat16, mp::DType::float16};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--json" && i + 1 < argc) {
@@ -79,8 +80,19 @@ int main(int argc, char** argv) {
       width = std::max<std::int64_t>(1, std::stoll(argv[++i]));
     } else if (arg == "--repeats" && i + 1 < argc) {
       repeats = std::max(1, std::stoi(argv[++i]));
+    } else if (arg == "--dtype" && i + 1 < argc) {
+      const std::string name = argv[++i];
+      dtypes.clear();
+      for (const mp::DType d : {mp::DType::float32, mp::DType::bfloat16, mp::DType::float16}) {
+        if (name == mp::dtype_name(d)) dtypes.push_back(d);
+      }
+      if (dtypes.empty()) {
+        std::cerr << "add_layer_norm_bench: --dtype is float32, bfloat16 or float16\n";
+        return 2;
+      }
     } else {
-      std::cerr << "usage: " << argv[0] << " [--json PATH] [--rows N] [--width C] [--repeats N]\n";
+      std::cerr << "usage: " << argv[0]
+                << " [--json PATH] [--rows N] [--width C] [--repeats N] [--dtype NAME]\n";
       return arg == "--help" || arg == "-h" ? 0 : 2;
     }
   }
@@ -89,7 +101,7 @@ int main(int argc, char** argv) {
               "fused", "median", "min");
   std::printf("%-9s %12s %12s %12s %12s %8s %8s\n", "", "median ms", "median ms", "min ms",
               "min ms", "ratio", "ratio");
-  for (const mp::DType dtype : {mp::DType::float32, mp::DType::bfloat16, mp::DType::float16}) {
+  for (const mp::DType dtype : dtypes) {
     mp::Generator gen(1);
     const mp::Tensor a = mp::random_uniform({rows, width}, -1.0, 1.0, {.dtype = dtype}, gen);
     const mp::Tensor b = mp::random_uniform({rows, width}, -1.0, 1.0, {.dtype = dtype}, gen);
