@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -82,23 +81,23 @@ void row_statistics(RowNorm kind, const P* xs, std::int64_t c, P epsilon, P& mea
   }
 }
 
-// The fused residual step's input for n consecutive values (a block of rows): x + residual added
-// in P and rounded to T as add rounds it (cpu/binary.cpp: both in P, added, converted), stored into
-// sum and returned in P as rounded, so the statistics see exactly the tensor add would have
-// returned. A block at a time, not a row: the conversions are bulk calls over the whole block.
+// The row's input in P: x's row (residual null), or the residual sum x + residual rounded to T as
+// add rounds it (cpu/binary.cpp: both in P, added, converted), stored into sum's row and read
+// back as rounded, so the statistics see exactly the tensor add would have returned.
 template <typename T, typename P = core::compute_t<T>>
-const P* block_sums(const T* x, const T* residual, T* sum, std::int64_t n, P* buffer, P* other) {
-  const P* xs = bn_loops::view_or_convert(x, n, buffer);
-  const P* rs = bn_loops::view_or_convert(residual, n, other);
-  P* ss = bn_loops::output<P>(sum, buffer);  // in place over `buffer` when T is not P
+const P* row_input(const T* x, const T* residual, T* sum, std::int64_t c, P* in, P* other) {
+  if (residual == nullptr) return bn_loops::view_or_convert(x, c, in);
+  const P* xs = bn_loops::view_or_convert(x, c, in);
+  const P* rs = bn_loops::view_or_convert(residual, c, other);
+  P* ss = bn_loops::output<P>(sum, in);  // in place over `in` when T is not P: same index only
 #pragma omp simd
-  for (std::int64_t j = 0; j < n; ++j) ss[j] = xs[j] + rs[j];
+  for (std::int64_t j = 0; j < c; ++j) ss[j] = xs[j] + rs[j];
   if constexpr (std::is_same_v<T, P>) {
     return ss;
   } else {
-    bn_loops::store(ss, n, sum);
-    convert(sum, buffer, static_cast<std::size_t>(n));  // the rounded sums, as the stats see them
-    return buffer;
+    bn_loops::store(ss, c, sum);
+    convert(sum, in, static_cast<std::size_t>(c));  // the rounded sum, as the stats must see it
+    return in;
   }
 }
 
@@ -113,20 +112,11 @@ void forward_rows(RowNorm kind, const T* x, const T* residual, T* sum, Rows r,
   const std::int64_t blocks = (r.m + step - 1) / step;
 #pragma omp parallel for schedule(static) if (r.m * c >= kParallelElements)
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t i0 = b * step, i1 = std::min(r.m, (b + 1) * step);
     std::vector<P> in(static_cast<std::size_t>(c)), out(static_cast<std::size_t>(c));
-    // The fused residual step's block of sums in P (buffers only where T is not P; left
-    // uninitialised: block_sums writes every value before reading it).
-    const std::size_t converted =
-        residual != nullptr && !std::is_same_v<T, P> ? static_cast<std::size_t>((i1 - i0) * c) : 0;
-    const std::unique_ptr<P[]> sum_buffer(new P[converted]), other_buffer(new P[converted]);
-    const P* sums = residual != nullptr
-                        ? block_sums(x + i0 * c, residual + i0 * c, sum + i0 * c, (i1 - i0) * c,
-                                     sum_buffer.get(), other_buffer.get())
-                        : nullptr;
-    for (std::int64_t i = i0; i < i1; ++i) {
-      const P* xs = sums != nullptr ? sums + (i - i0) * c
-                                    : bn_loops::view_or_convert(x + i * c, c, in.data());
+    std::vector<P> other(residual != nullptr ? static_cast<std::size_t>(c) : 0);
+    for (std::int64_t i = b * step; i < std::min(r.m, (b + 1) * step); ++i) {
+      const P* xs = row_input(x + i * c, residual != nullptr ? residual + i * c : nullptr,
+                              sum != nullptr ? sum + i * c : nullptr, c, in.data(), other.data());
       P mu, inv;
       row_statistics(kind, xs, c, epsilon, mu, inv);
       mean[i] = mu;
