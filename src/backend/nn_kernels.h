@@ -15,9 +15,10 @@
 // composes cast + matmul where they are null) and channel_gate_backward (set by both backends: the
 // product's gradient composes mul and sum_to where it is null) and the three
 // batch_norm_activation_* entries (set by both backends: the op composes batch norm and the
-// activation where they are null) and the two attention_* entries (set by both backends: the op
-// composes attention_reference where they are null) and accumulate_gradient (CPU only: autograd
-// adds out of place where it is null). Every other entry is set by every backend.
+// activation where they are null) and add_row_norm_forward (set by both backends: the op composes
+// add and the normalization where it is null) and the two attention_* entries (set by both
+// backends: the op composes attention_reference where they are null) and accumulate_gradient (CPU
+// only: autograd adds out of place where it is null). Every other entry is set by every backend.
 #pragma once
 
 #include <cstdint>
@@ -166,6 +167,14 @@ struct RowNormResult {
   Tensor rstd;  // (rows) 1 / sqrt(variance + epsilon) (rms: 1 / sqrt(mean(x^2) + epsilon))
 };
 
+// The residual sum and its normalization in one pass (NnKernels::add_row_norm_forward).
+struct AddRowNormResult {
+  Tensor sum;   // a + b in their dtype, contiguous, rounded as the backend's add rounds it
+  Tensor y;     // row_norm_forward(kind, sum, ...).y, the same bits
+  Tensor mean;  // and its statistics, likewise
+  Tensor rstd;
+};
+
 struct RowNormGradients {
   Tensor dx;      // x's shape and dtype
   Tensor dgamma;  // (C) float32 (float64 for float64 x)
@@ -267,6 +276,13 @@ struct NnKernels {
   RowNormGradients (*row_norm_backward)(RowNorm kind, const Tensor& dy, const Tensor& x,
                                         const Tensor& gamma, const Tensor& mean,
                                         const Tensor& rstd);
+  // Capability (null: the op composes add and row_norm_forward; set by both backends). The
+  // pre-norm residual step s = a + b, y = norm(s) reading a and b once: a and b of one shape,
+  // floating dtype and device (no broadcast), any strides; the other arguments and every result
+  // bit for bit those of add(a, b) followed by row_norm_forward on the sum. The backward is add's
+  // and row_norm_backward's (the op records both nodes).
+  AddRowNormResult (*add_row_norm_forward)(RowNorm kind, const Tensor& a, const Tensor& b,
+                                           const Tensor& gamma, const Tensor& beta, double epsilon);
   // table (V, C) floating, ids int32/int64 (any shape), out_dtype floating (table float32 or
   // out_dtype); ids.shape + (C) in out_dtype. The CPU throws ValueError for an id outside [0, V);
   // CUDA writes a NaN row for it (never reads out of bounds).

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "layers/add_norm_fusion.h"
 #include "layers/layer_config.h"
 #include "layers/norm_layer_checks.h"
 #include "mixprec/error.h"
@@ -60,11 +61,27 @@ class LayerNormalizationImpl final : public LayerImpl {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
     const Tensor& x = inputs[0];  // (..., C) in the compute dtype
     detail::check_norm_floating(name(), "LayerNormalization", x.dtype());
+    const detail::FusedNormParameters p = parameters(x);
+    return {layer_norm(x, p.gamma, p.beta, p.epsilon)};
+  }
+
+  // What call() passes to layer_norm for x (the Add fusion takes the same).
+  detail::FusedNormParameters parameters(const Tensor& x) const {
     // The float32 island: the parameters go to the op in float32 (float64 for float64 x).
     const DType param = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
-    const Tensor gamma = o_.scale ? gamma_.to(param) : Tensor();
-    const Tensor beta = o_.center ? beta_.to(param) : Tensor();
-    return {layer_norm(x, gamma, beta, o_.epsilon)};
+    detail::FusedNormParameters p;
+    p.gamma = o_.scale ? gamma_.to(param) : Tensor();
+    p.beta = o_.center ? beta_.to(param) : Tensor();
+    p.epsilon = o_.epsilon;
+    return p;
+  }
+
+  // Whether call_eager would pass x to call() as it is: built, x in the compute dtype, the shape
+  // validate() accepts.
+  bool takes_as_is(const Tensor& x) const {
+    const int rank = x.rank();
+    return built() && is_floating(x.dtype()) && autocast_dtype(x.dtype()) == x.dtype() &&
+           rank >= 2 && (o_.axis == -1 || o_.axis == rank - 1) && x.dim(-1) == features_;
   }
 
   LayerNormalizationOptions o_;
@@ -86,6 +103,17 @@ Tensor built_variable(const LayerNormalizationImpl& l, const Tensor& v, const ch
 }
 
 }  // namespace
+
+bool detail::is_layer_normalization(const Layer& layer) {
+  return dynamic_cast<const LayerNormalizationImpl*>(layer.impl_ptr().get()) != nullptr;
+}
+
+std::optional<detail::FusedNormParameters> detail::layer_norm_parameters(const Layer& layer,
+                                                                         const Tensor& x) {
+  const auto* ln = dynamic_cast<const LayerNormalizationImpl*>(layer.impl_ptr().get());
+  if (ln == nullptr || !ln->takes_as_is(x)) return std::nullopt;
+  return ln->parameters(x);
+}
 
 LayerNormalization::LayerNormalization(LayerNormalizationOptions options)
     : Layer(std::make_shared<LayerNormalizationImpl>(options)) {}

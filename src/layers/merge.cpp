@@ -2,12 +2,16 @@
 #include "mixprec/layers/merge.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "layers/activation_fusion.h"
+#include "layers/add_norm_fusion.h"
 #include "layers/layer_config.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
+#include "ops/add_layer_norm.h"
 #include "ops/add_relu.h"
 
 namespace mixprec::layers {
@@ -72,6 +76,11 @@ class ElementwiseMergeImpl final : public MergeImpl {
   }
 
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
+    if (op_ == Op::add) {
+      if (detail::AddNormScope* norm = detail::take_add_norm_request()) {
+        if (auto sum = add_and_normalize(inputs, *norm)) return {*sum};
+      }
+    }
     // The model's Add + ReLU fusion (activation_fusion.h): the last sum is ops::add_relu.
     const bool relu = op_ == Op::add && detail::take_fused_activation() == UnaryOp::relu;
     Tensor y = inputs[0];
@@ -83,6 +92,24 @@ class ElementwiseMergeImpl final : public MergeImpl {
       }
     }
     return {y};
+  }
+
+  // The model's Add + normalization fusion (add_norm_fusion.h): for two inputs of one shape and
+  // dtype that the normalization takes as they are, the sum and its normalization from the fused
+  // op; the normalization's output goes to the request. Nullopt (nothing done): the caller adds.
+  static std::optional<Tensor> add_and_normalize(const std::vector<Tensor>& inputs,
+                                                 detail::AddNormScope& request) {
+    if (inputs.size() != 2 || inputs[0].shape() != inputs[1].shape() ||
+        inputs[0].dtype() != inputs[1].dtype() || !(inputs[0].device() == inputs[1].device())) {
+      return std::nullopt;
+    }
+    const auto p = detail::fused_norm_parameters(request.norm(), inputs[0]);
+    if (!p) return std::nullopt;
+    ops::AddNormOutput out =
+        p->rms ? ops::add_rms_norm(inputs[0], inputs[1], p->gamma, p->epsilon)
+               : ops::add_layer_norm(inputs[0], inputs[1], p->gamma, p->beta, p->epsilon);
+    request.set_y(std::move(out.y));
+    return std::move(out.sum);
   }
 
   // The dtype the layer computes and returns for inputs of `input_dtype` (its policy's autocast).

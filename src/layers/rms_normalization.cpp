@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "layers/add_norm_fusion.h"
 #include "layers/layer_config.h"
 #include "layers/norm_layer_checks.h"
 #include "mixprec/error.h"
@@ -53,8 +54,26 @@ class RMSNormalizationImpl final : public LayerImpl {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs, const CallOptions&) override {
     const Tensor& x = inputs[0];  // (..., C) in the compute dtype
     detail::check_norm_floating(name(), "RMSNormalization", x.dtype());
+    const detail::FusedNormParameters p = parameters(x);
+    return {rms_norm(x, p.gamma, p.epsilon)};
+  }
+
+  // What call() passes to rms_norm for x (the Add fusion takes the same).
+  detail::FusedNormParameters parameters(const Tensor& x) const {
     const DType param = x.dtype() == DType::float64 ? DType::float64 : DType::float32;
-    return {rms_norm(x, scale_.to(param), o_.epsilon)};
+    detail::FusedNormParameters p;
+    p.rms = true;
+    p.gamma = scale_.to(param);
+    p.epsilon = o_.epsilon;
+    return p;
+  }
+
+  // Whether call_eager would pass x to call() as it is: built, x in the compute dtype, the shape
+  // validate() accepts.
+  bool takes_as_is(const Tensor& x) const {
+    const int rank = x.rank();
+    return built() && is_floating(x.dtype()) && autocast_dtype(x.dtype()) == x.dtype() &&
+           rank >= 2 && (o_.axis == -1 || o_.axis == rank - 1) && x.dim(-1) == scale_.dim(0);
   }
 
   RMSNormalizationOptions o_;
@@ -66,6 +85,17 @@ const RMSNormalizationImpl& rms_impl(const Layer& layer) {
 }
 
 }  // namespace
+
+bool detail::is_rms_normalization(const Layer& layer) {
+  return dynamic_cast<const RMSNormalizationImpl*>(layer.impl_ptr().get()) != nullptr;
+}
+
+std::optional<detail::FusedNormParameters> detail::rms_norm_parameters(const Layer& layer,
+                                                                       const Tensor& x) {
+  const auto* rms = dynamic_cast<const RMSNormalizationImpl*>(layer.impl_ptr().get());
+  if (rms == nullptr || !rms->takes_as_is(x)) return std::nullopt;
+  return rms->parameters(x);
+}
 
 RMSNormalization::RMSNormalization(RMSNormalizationOptions options)
     : Layer(std::make_shared<RMSNormalizationImpl>(options)) {}

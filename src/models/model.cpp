@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "layers/activation_fusion.h"
+#include "layers/add_norm_fusion.h"
 #include "layers/input_layer_impl.h"
 #include "layers/naming.h"
 #include "mixprec/error.h"
@@ -71,6 +72,34 @@ std::optional<std::pair<std::size_t, UnaryOp>> fusable_activation_after(
     const auto act = layers::detail::fusable_activation_layer(nodes_[k]->layer, *out);
     if (!act || (relu_only && *act != UnaryOp::relu)) return std::nullopt;
     return std::make_pair(k, *act);
+  }
+  return std::nullopt;
+}
+
+// Whether node j (about to run on `args`) computes its sum through the fused Add + normalization
+// op for a later node k: node j an Add of two inputs of one shape and dtype with one output, node
+// k the first of its readers that is a LayerNormalization or RMSNormalization whose only input it
+// is and that computes in the Add's output dtype. Unlike the activation fusions the sum may
+// have other readers (the residual stream goes on to the next Add): it stays a value of node j.
+// Returns k. (Sources: ModelImpl's.)
+template <typename Source>
+std::optional<std::size_t> fusable_norm_after(std::size_t j, const std::vector<Tensor>& args,
+                                              const std::vector<std::shared_ptr<GraphNode>>& nodes_,
+                                              const std::vector<std::vector<Source>>& sources_) {
+  if (!ops::batch_norm_activation_fusion_enabled() || args.size() != 2 ||
+      nodes_[j]->outputs.size() != 1 || args[0].shape() != args[1].shape() ||
+      args[0].dtype() != args[1].dtype()) {
+    return std::nullopt;
+  }
+  const auto out = layers::detail::fusable_add_output(nodes_[j]->layer, args[0].dtype());
+  if (!out) return std::nullopt;
+  for (std::size_t k = j + 1; k < nodes_.size(); ++k) {
+    const std::vector<Source>& in_k = sources_[k];
+    const bool reads_j = std::any_of(
+        in_k.begin(), in_k.end(), [&](const Source& s) { return s.node == static_cast<int>(j); });
+    if (!reads_j) continue;
+    if (in_k.size() != 1 || !layers::detail::fusable_norm_layer(nodes_[k]->layer, *out)) continue;
+    return k;
   }
   return std::nullopt;
 }
@@ -322,15 +351,25 @@ std::vector<Tensor> ModelImpl::forward(const std::vector<Tensor>& inputs,
   // fused_into[k] = j: node k is an Activation that node j (a BatchNormalization or an Add) ran
   // fused.
   std::vector<int> fused_into(nodes_.size(), -1);
+  // normalized[k] defined: node k is a normalization whose output the Add before it computed.
+  std::vector<Tensor> normalized(nodes_.size());
   for (std::size_t j = 0; j < nodes_.size(); ++j) {
     std::vector<Tensor> args;
     for (const Source& s : sources_[j]) args.push_back(value(s));
     if (fused_into[j] >= 0) {
       values[j] = values[static_cast<std::size_t>(fused_into[j])];  // act(bn(x)), relu(a + b)
+    } else if (normalized[j].defined()) {
+      values[j] = {std::move(normalized[j])};  // layer_norm(a + b)
     } else if (const auto fused = fusable_activation_after(j, args, nodes_, sources_, reads_)) {
       layers::detail::FusedActivationScope scope(fused->second);
       values[j] = nodes_[j]->layer.impl().call_eager(args, options);
       fused_into[static_cast<std::size_t>(fused->first)] = static_cast<int>(j);
+    } else if (const auto k = fusable_norm_after(j, args, nodes_, sources_)) {
+      // The Add returns the sum; the normalization's output waits in `normalized` for node k (or
+      // is undefined where the Add did not fuse after all: node k then runs as usual).
+      layers::detail::AddNormScope scope(nodes_[*k]->layer);
+      values[j] = nodes_[j]->layer.impl().call_eager(args, options);
+      normalized[*k] = scope.y();
     } else {
       values[j] = nodes_[j]->layer.impl().call_eager(args, options);
     }

@@ -1,9 +1,11 @@
 // layer_norm / rms_norm (mixprec/transformer_ops.h): argument checks, one call into x's backend
 // (backend/nn_kernels.h: row_norm_forward), and the autograd node whose backward is one fused
-// kernel (row_norm_backward) from the saved row statistics.
+// kernel (row_norm_backward) from the saved row statistics. The checks and the node are shared
+// with the fused residual step (ops/row_norm.h, ops/add_layer_norm.h).
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/node.h"
@@ -12,6 +14,7 @@
 #include "mixprec/ops.h"
 #include "mixprec/transformer_ops.h"
 #include "ops/checks.h"
+#include "ops/row_norm.h"
 
 namespace mixprec {
 
@@ -80,9 +83,20 @@ void check_epsilon(const char* op, double epsilon, const char* keras_default) {
   }
 }
 
-Tensor row_norm(RowNorm kind, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                double epsilon) {
-  RowNormResult r = backend_for(x.device()).nn->row_norm_forward(kind, x, gamma, beta, epsilon);
+}  // namespace
+
+namespace ops {
+
+void check_row_norm_arguments(const char* op, RowNorm kind, const Tensor& x, const Tensor& gamma,
+                              const Tensor& beta, double epsilon) {
+  check_input(op, x);
+  check_parameter(op, "gamma", gamma, x);
+  if (kind == RowNorm::layer) check_parameter(op, "beta", beta, x);
+  check_epsilon(op, epsilon, kind == RowNorm::layer ? "1e-3" : "1e-6");
+}
+
+Tensor record_row_norm(RowNorm kind, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       RowNormResult r) {
   const std::vector<Tensor> inputs =
       kind == RowNorm::layer ? std::vector<Tensor>{x, gamma, beta} : std::vector<Tensor>{x, gamma};
   if (!autograd::needs_record(inputs)) return r.y;
@@ -101,22 +115,25 @@ Tensor row_norm(RowNorm kind, const Tensor& x, const Tensor& gamma, const Tensor
   return autograd::record(r.y, node, inputs);
 }
 
+}  // namespace ops
+
+namespace {
+
+Tensor row_norm(RowNorm kind, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                double epsilon) {
+  RowNormResult r = backend_for(x.device()).nn->row_norm_forward(kind, x, gamma, beta, epsilon);
+  return ops::record_row_norm(kind, x, gamma, beta, std::move(r));
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double epsilon) {
-  const char* op = "layer_norm";
-  check_input(op, x);
-  check_parameter(op, "gamma", gamma, x);
-  check_parameter(op, "beta", beta, x);
-  check_epsilon(op, epsilon, "1e-3");
+  ops::check_row_norm_arguments("layer_norm", RowNorm::layer, x, gamma, beta, epsilon);
   return row_norm(RowNorm::layer, x, gamma, beta, epsilon);
 }
 
 Tensor rms_norm(const Tensor& x, const Tensor& gamma, double epsilon) {
-  const char* op = "rms_norm";
-  check_input(op, x);
-  check_parameter(op, "gamma", gamma, x);
-  check_epsilon(op, epsilon, "1e-6");
+  ops::check_row_norm_arguments("rms_norm", RowNorm::rms, x, gamma, Tensor(), epsilon);
   return row_norm(RowNorm::rms, x, gamma, Tensor(), epsilon);
 }
 

@@ -3,7 +3,8 @@
 // mixed-policy case) and float64; rows wider and narrower than a block; without gamma/beta; a large
 // mean (1e4 + noise: the two-pass statistics must not cancel). embedding_lookup on CUDA: the
 // gather bit for bit the CPU's, the scatter-add bit for bit the CPU's (the same float sums in
-// position order) and the same on every run, out-of-range device ids as NaN rows.
+// position order) and the same on every run, out-of-range device ids as NaN rows. The fused
+// residual step (ops::add_layer_norm) bit for bit add then layer_norm on the GPU.
 //
 // Tolerances (tests/gpu/TOLERANCES.md): y 1x (both sides: double row sums, float statistics, the
 // same float expression, rounded once; CUDA may contract a multiply-add into an FMA: a float ulp);
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "gpu/gpu_support.h"
+#include "ops/add_layer_norm.h"
 
 namespace mixprec::testing {
 namespace {
@@ -75,6 +77,55 @@ TEST(GpuLayerNormTest, MatchesTheCpu) {
 TEST(GpuLayerNormTest, LargeMeanKeepsPrecision) {
   MIXPREC_REQUIRE_GPU();
   expect_matches(Kind::layer, {16, 512}, DType::float32, true, 1e4);
+}
+
+// The fused residual step (ops::add_layer_norm, add_forward_kernel) against add then layer_norm on
+// the GPU: the same bits (the model's fusion switches between them), sum, y and every gradient.
+TEST(GpuLayerNormTest, AddLayerNormEqualsAddThenLayerNormBitForBit) {
+  MIXPREC_REQUIRE_GPU();
+  const auto same_bits = [](const Tensor& got, const Tensor& want) {
+    const Tensor g = got.detach().to(Device::cpu()).contiguous();
+    const Tensor w = want.detach().to(Device::cpu()).contiguous();
+    return g.shape() == w.shape() && g.dtype() == w.dtype() &&
+           std::memcmp(g.data_ptr(), w.data_ptr(), g.nbytes()) == 0;
+  };
+  for (const bool rms : {false, true}) {
+    for (DType dtype : {DType::float32, DType::float16, DType::bfloat16, DType::float64}) {
+      for (const Shape& shape : {Shape{4, 5, 300}, Shape{2048, 768}, Shape{7, 1}}) {
+        SCOPED_TRACE(shape.to_string() + " " + std::string(dtype_name(dtype)) +
+                     (rms ? " rms" : " layer"));
+        const std::int64_t c = shape[shape.rank() - 1];
+        const DType pd = dtype == DType::float64 ? DType::float64 : DType::float32;
+        std::vector<Tensor> results[2];
+        for (const bool fused : {true, false}) {
+          const Tensor a = on_gpu(sample(shape, -1, 3, dtype, 1), true);
+          const Tensor b = on_gpu(sample(shape, -1, 1, dtype, 2), true);
+          const Tensor gamma = on_gpu(sample({c}, 0.5, 1.5, pd, 3), true);
+          const Tensor beta = on_gpu(sample({c}, -1, 1, pd, 4), true);
+          Tensor s, y;
+          if (fused) {
+            ops::AddNormOutput out = rms ? ops::add_rms_norm(a, b, gamma, 1e-5)
+                                         : ops::add_layer_norm(a, b, gamma, beta, 1e-5);
+            s = out.sum, y = out.y;
+          } else {
+            s = add(a, b);
+            y = rms ? rms_norm(s, gamma, 1e-5) : layer_norm(s, gamma, beta, 1e-5);
+          }
+          const Tensor dy = on_gpu(sample(shape, 0.5, 1.5, dtype, 5));
+          const Tensor ds = on_gpu(sample(shape, -1, 1, dtype, 6));
+          std::vector<Tensor> wrt{a, b, gamma};
+          if (!rms) wrt.push_back(beta);
+          results[fused ? 0 : 1] = grad(add(sum(mul(y, dy)), sum(mul(s, ds))), wrt);
+          results[fused ? 0 : 1].push_back(s);
+          results[fused ? 0 : 1].push_back(y);
+        }
+        ASSERT_EQ(results[0].size(), results[1].size());
+        for (std::size_t i = 0; i < results[0].size(); ++i) {
+          EXPECT_TRUE(same_bits(results[0][i], results[1][i])) << "result " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(GpuEmbeddingTest, GatherAndScatterAddMatchTheCpuBitForBit) {

@@ -5,12 +5,14 @@
 // order, rounded to float: within 2 ulps), y and dx within the storage type's rounding plus a few
 // float ulps of the row's scale, dgamma and dbeta within a float summation bound. Rows wider than a
 // block (C = 300 > 256 threads) and narrower ones, several parts per column, float32, float16,
-// bfloat16 and float64, with and without gamma/beta. No GPU needed.
+// bfloat16 and float64, with and without gamma/beta. The fused residual step's kernel
+// (add_forward_kernel) gives the bits of the CPU add and forward_kernel composed. No GPU needed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -146,6 +148,72 @@ void check_all(std::uint32_t seed) {
       check_case<T>(kind, g, seed++);
     }
   }
+}
+
+// The fused residual step's kernel (add_forward_kernel) against the CPU backend's add (the sum,
+// the same bits: one rounding of the sum in P) and forward_kernel run on that sum in the same
+// emulated order (y, mean and rstd: the same bits, as the model's fusion needs).
+template <typename T>
+void check_add_case(Kind kind, const Geometry& geo, std::uint32_t seed) {
+  using P = compute_t<T>;
+  const std::int64_t rows = geo.rows, c = geo.c, n = rows * c;
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<T> a(n), b(n), sum(n, T(0)), y(n, T(0)), y_plain(n, T(0));
+  for (std::int64_t i = 0; i < n; ++i) {
+    a[i] = from_compute<T>(static_cast<P>(2.0f + 1.5f * dist(gen)));
+    b[i] = from_compute<T>(static_cast<P>(dist(gen) / 3));  // a residual branch's small update
+  }
+  std::vector<P> gamma(c), beta(c);
+  for (std::int64_t j = 0; j < c; ++j) gamma[j] = 1 + dist(gen) / 2, beta[j] = dist(gen) / 2;
+  const P* g = geo.params ? gamma.data() : nullptr;
+  const P* bt = geo.params ? beta.data() : nullptr;
+  const P eps = static_cast<P>(1e-3);
+  std::vector<P> mean(rows, P(-1)), rstd(rows, P(-1)), mean_plain(rows, P(-2)),
+      rstd_plain(rows, P(-2));
+  run_grid(rows * kThreads, [&] {
+    layer_norm_kernels::add_forward_kernel<T>(kind, a.data(), b.data(), rows, c, g, bt, eps,
+                                              sum.data(), y.data(), mean.data(), rstd.data());
+  });
+  // The CPU backend's add of the same values.
+  const DType dtype = dtype_of<T>();
+  std::vector<double> ad(n), bd(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    ad[i] = static_cast<double>(to_compute(a[i]));
+    bd[i] = static_cast<double>(to_compute(b[i]));
+  }
+  const Tensor at = from_vector(ad, Shape{rows, c}, {.dtype = DType::float64}).to(dtype);
+  const Tensor btt = from_vector(bd, Shape{rows, c}, {.dtype = DType::float64}).to(dtype);
+  const std::vector<double> cpu_sum = mixprec::add(at, btt).to_vector<double>();
+  std::vector<T> expected(n);
+  for (std::int64_t i = 0; i < n; ++i) expected[i] = from_compute<T>(static_cast<P>(cpu_sum[i]));
+  const std::string what = std::string(dtype_name(dtype)) + " rows " + std::to_string(rows) +
+                           " C " + std::to_string(c) + (kind == Kind::layer ? " layer" : " rms");
+  ASSERT_EQ(std::memcmp(sum.data(), expected.data(), n * sizeof(T)), 0) << what << " sum";
+  run_grid(rows * kThreads, [&] {
+    layer_norm_kernels::forward_kernel<T>(kind, expected.data(), rows, c, g, bt, eps,
+                                          y_plain.data(), mean_plain.data(), rstd_plain.data());
+  });
+  ASSERT_EQ(std::memcmp(y.data(), y_plain.data(), n * sizeof(T)), 0) << what << " y";
+  ASSERT_EQ(std::memcmp(mean.data(), mean_plain.data(), rows * sizeof(P)), 0) << what << " mean";
+  ASSERT_EQ(std::memcmp(rstd.data(), rstd_plain.data(), rows * sizeof(P)), 0) << what << " rstd";
+}
+
+template <typename T>
+void check_add_all(std::uint32_t seed) {
+  for (const Kind kind : {Kind::layer, Kind::rms}) {
+    for (const Geometry& g : {Geometry{5, 300, true}, Geometry{37, 24, true}, Geometry{3, 1, true},
+                              Geometry{9, 64, false}}) {
+      check_add_case<T>(kind, g, seed++);
+    }
+  }
+}
+
+TEST(CudaLayerNormEmulation, AddForwardEqualsAddThenForward) {
+  check_add_all<float>(80);
+  check_add_all<float16>(90);
+  check_add_all<bfloat16>(100);
+  check_add_all<double>(110);
 }
 
 TEST(CudaLayerNormEmulation, Float32) { check_all<float>(1); }

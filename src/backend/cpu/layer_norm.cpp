@@ -81,18 +81,42 @@ void row_statistics(RowNorm kind, const P* xs, std::int64_t c, P epsilon, P& mea
   }
 }
 
+// The row's input in P: x's row (residual null), or the residual sum x + residual rounded to T as
+// add rounds it (cpu/binary.cpp: both in P, added, converted), stored into sum's row and read
+// back as rounded, so the statistics see exactly the tensor add would have returned.
+template <typename T, typename P = core::compute_t<T>>
+const P* row_input(const T* x, const T* residual, T* sum, std::int64_t c, P* in, P* other) {
+  if (residual == nullptr) return bn_loops::view_or_convert(x, c, in);
+  const P* xs = bn_loops::view_or_convert(x, c, in);
+  const P* rs = bn_loops::view_or_convert(residual, c, other);
+  P* ss = bn_loops::output<P>(sum, in);  // in place over `in` when T is not P: same index only
+#pragma omp simd
+  for (std::int64_t j = 0; j < c; ++j) ss[j] = xs[j] + rs[j];
+  if constexpr (std::is_same_v<T, P>) {
+    return ss;
+  } else {
+    bn_loops::store(ss, c, sum);
+    convert(sum, in, static_cast<std::size_t>(c));  // the rounded sum, as the stats must see it
+    return in;
+  }
+}
+
+// x (M, C) and, for the fused residual step, residual (M, C) and sum (M, C) (else both null).
 template <typename T>
-void forward_rows(RowNorm kind, const T* x, Rows r, const core::compute_t<T>* gamma,
-                  const core::compute_t<T>* beta, core::compute_t<T> epsilon, T* y,
-                  core::compute_t<T>* mean, core::compute_t<T>* rstd) {
+void forward_rows(RowNorm kind, const T* x, const T* residual, T* sum, Rows r,
+                  const core::compute_t<T>* gamma, const core::compute_t<T>* beta,
+                  core::compute_t<T> epsilon, T* y, core::compute_t<T>* mean,
+                  core::compute_t<T>* rstd) {
   using P = core::compute_t<T>;
   const std::int64_t c = r.c, step = block_rows(c);
   const std::int64_t blocks = (r.m + step - 1) / step;
 #pragma omp parallel for schedule(static) if (r.m * c >= kParallelElements)
   for (std::int64_t b = 0; b < blocks; ++b) {
     std::vector<P> in(static_cast<std::size_t>(c)), out(static_cast<std::size_t>(c));
+    std::vector<P> other(residual != nullptr ? static_cast<std::size_t>(c) : 0);
     for (std::int64_t i = b * step; i < std::min(r.m, (b + 1) * step); ++i) {
-      const P* xs = bn_loops::view_or_convert(x + i * c, c, in.data());
+      const P* xs = row_input(x + i * c, residual != nullptr ? residual + i * c : nullptr,
+                              sum != nullptr ? sum + i * c : nullptr, c, in.data(), other.data());
       P mu, inv;
       row_statistics(kind, xs, c, epsilon, mu, inv);
       mean[i] = mu;
@@ -184,8 +208,33 @@ RowNormResult row_norm_forward(RowNorm kind, const Tensor& x, const Tensor& gamm
     using P = core::compute_t<T>;
     const std::vector<P> g = values_or_empty<P>(gamma);
     const std::vector<P> b = kind == RowNorm::layer ? values_or_empty<P>(beta) : std::vector<P>();
-    forward_rows(kind, xc.data<T>(), r, pointer_or_null(g), pointer_or_null(b),
-                 static_cast<P>(epsilon), out.y.data<T>(), out.mean.data<P>(), out.rstd.data<P>());
+    forward_rows<T>(kind, xc.data<T>(), nullptr, nullptr, r, pointer_or_null(g), pointer_or_null(b),
+                    static_cast<P>(epsilon), out.y.data<T>(), out.mean.data<P>(),
+                    out.rstd.data<P>());
+  });
+  return out;
+}
+
+AddRowNormResult add_row_norm_forward(RowNorm kind, const Tensor& a, const Tensor& b,
+                                      const Tensor& gamma, const Tensor& beta, double epsilon) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) {
+    throw Error("cpu::add_row_norm_forward: a and b must have one shape and dtype");
+  }
+  const Rows r = rows_of(a);
+  const DType stat = stat_dtype(a.dtype());
+  AddRowNormResult out{core::make_tensor(a.shape(), a.dtype(), Device::cpu()),
+                       core::make_tensor(a.shape(), a.dtype(), Device::cpu()),
+                       core::make_tensor(Shape{r.m}, stat, Device::cpu()),
+                       core::make_tensor(Shape{r.m}, stat, Device::cpu())};
+  if (r.m == 0) return out;
+  const Tensor ac = a.contiguous(), bc = b.contiguous();
+  core::dispatch_floating(a.dtype(), "layer_norm", [&]<typename T>() {
+    using P = core::compute_t<T>;
+    const std::vector<P> g = values_or_empty<P>(gamma);
+    const std::vector<P> bt = kind == RowNorm::layer ? values_or_empty<P>(beta) : std::vector<P>();
+    forward_rows<T>(kind, ac.data<T>(), bc.data<T>(), out.sum.data<T>(), r, pointer_or_null(g),
+                    pointer_or_null(bt), static_cast<P>(epsilon), out.y.data<T>(),
+                    out.mean.data<P>(), out.rstd.data<P>());
   });
   return out;
 }

@@ -20,6 +20,11 @@ namespace mixprec::cpu {
 // Preconditions (the op layer checks them): see NnKernels::row_norm_forward / row_norm_backward.
 RowNormResult row_norm_forward(RowNorm kind, const Tensor& x, const Tensor& gamma,
                                const Tensor& beta, double epsilon);
+// The residual sum and its normalization in one pass over the rows (NnKernels::
+// add_row_norm_forward): each row of a + b is added in P, rounded to the dtype as add rounds it
+// and stored, and that rounded row is what the statistics and y read (still in L1).
+AddRowNormResult add_row_norm_forward(RowNorm kind, const Tensor& a, const Tensor& b,
+                                      const Tensor& gamma, const Tensor& beta, double epsilon);
 RowNormGradients row_norm_backward(RowNorm kind, const Tensor& dy, const Tensor& x,
                                    const Tensor& gamma, const Tensor& mean, const Tensor& rstd);
 

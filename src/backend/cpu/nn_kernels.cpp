@@ -170,6 +170,7 @@ const NnKernels kNnKernels{
     .batch_norm_activation_backward = cpu::batch_norm_activation_backward,
     .row_norm_forward = cpu::row_norm_forward,
     .row_norm_backward = cpu::row_norm_backward,
+    .add_row_norm_forward = cpu::add_row_norm_forward,
     .embedding_gather = cpu::embedding_gather,
     .embedding_scatter_add = cpu::embedding_scatter_add,
     .channel_gate_backward = cpu::channel_gate_backward,

@@ -48,6 +48,30 @@ RowNormResult row_norm_forward(RowNorm kind, const Tensor& x, const Tensor& gamm
   return out;
 }
 
+AddRowNormResult add_row_norm_forward(RowNorm kind, const Tensor& a, const Tensor& b,
+                                      const Tensor& gamma, const Tensor& beta, double epsilon) {
+  if (a.dtype() != b.dtype() || a.shape() != b.shape() || !(a.device() == b.device())) {
+    throw Error("cuda::add_row_norm_forward: a and b must have one shape, dtype and device");
+  }
+  const std::int64_t c = a.dim(-1), rows = c > 0 ? a.numel() / c : 0;
+  const DType stat = stat_dtype(a.dtype());
+  const Device device = a.device();
+  AddRowNormResult out{core::make_tensor(a.shape(), a.dtype(), device),
+                       core::make_tensor(a.shape(), a.dtype(), device),
+                       core::make_tensor(Shape{rows}, stat, device),
+                       core::make_tensor(Shape{rows}, stat, device)};
+  if (rows == 0) return out;
+  StreamScope scope(device);
+  const Tensor ac = contiguous(a.detach()), bc = contiguous(b.detach());
+  const Tensor g = as_stat(gamma, stat);
+  const Tensor bt = kind == RowNorm::layer ? as_stat(beta, stat) : Tensor();
+  kernels::layer_norm_add_forward(kind == RowNorm::rms, a.dtype(), ac.data_ptr(), bc.data_ptr(),
+                                  rows, c, pointer_or_null(g), pointer_or_null(bt), epsilon,
+                                  out.sum.data_ptr(), out.y.data_ptr(), out.mean.data_ptr(),
+                                  out.rstd.data_ptr(), scope.stream());
+  return out;
+}
+
 RowNormGradients row_norm_backward(RowNorm kind, const Tensor& dy, const Tensor& x,
                                    const Tensor& gamma, const Tensor& mean, const Tensor& rstd) {
   if (dy.dtype() != x.dtype() || dy.shape() != x.shape() || !(dy.device() == x.device())) {

@@ -23,6 +23,7 @@ namespace mixprec {
 // backend/nn_kernels.h (declared here so that the kernels' .cu files do not see the ops).
 enum class RowNorm;
 struct RowNormResult;
+struct AddRowNormResult;
 struct RowNormGradients;
 }  // namespace mixprec
 
@@ -33,6 +34,10 @@ RowNormResult row_norm_forward(RowNorm kind, const Tensor& x, const Tensor& gamm
                                const Tensor& beta, double epsilon);
 RowNormGradients row_norm_backward(RowNorm kind, const Tensor& dy, const Tensor& x,
                                    const Tensor& gamma, const Tensor& mean, const Tensor& rstd);
+// NnKernels::add_row_norm_forward: one block per row reads a and b and writes the rounded sum and
+// y (add_forward_kernel), the statistics as row_norm_forward's.
+AddRowNormResult add_row_norm_forward(RowNorm kind, const Tensor& a, const Tensor& b,
+                                      const Tensor& gamma, const Tensor& beta, double epsilon);
 
 #if MIXPREC_HAVE_CUDA
 namespace kernels {
@@ -46,6 +51,10 @@ std::int64_t layer_norm_parts(std::int64_t rows, std::int64_t channels);
 void layer_norm_forward(bool rms, DType dtype, const void* x, std::int64_t rows, std::int64_t c,
                         const void* gamma, const void* beta, double epsilon, void* y, void* mean,
                         void* rstd, cudaStream_t s);
+// The same for the rows of sum = a + b (a, b, sum: (rows, C) contiguous of `dtype`), writing sum.
+void layer_norm_add_forward(bool rms, DType dtype, const void* a, const void* b, std::int64_t rows,
+                            std::int64_t c, const void* gamma, const void* beta, double epsilon,
+                            void* sum, void* y, void* mean, void* rstd, cudaStream_t s);
 // dx (rows, C) of `dtype`; dgamma, dbeta: C values of P; partials: 2 * layer_norm_parts * C
 // values of P.
 void layer_norm_backward(bool rms, DType dtype, const void* dy, const void* x, std::int64_t rows,

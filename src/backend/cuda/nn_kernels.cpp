@@ -133,6 +133,7 @@ const NnKernels kNnKernels{
     .batch_norm_activation_backward = cuda::batch_norm_activation_backward,
     .row_norm_forward = cuda::row_norm_forward,
     .row_norm_backward = cuda::row_norm_backward,
+    .add_row_norm_forward = cuda::add_row_norm_forward,
     .embedding_gather = cuda::embedding_gather,
     .embedding_scatter_add = cuda::embedding_scatter_add,
     .channel_gate_backward = cuda::channel_gate_backward,

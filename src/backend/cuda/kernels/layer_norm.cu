@@ -49,6 +49,19 @@ void layer_norm_forward(bool rms, DType dtype, const void* x, std::int64_t rows,
   check_launch("layer_norm forward");
 }
 
+void layer_norm_add_forward(bool rms, DType dtype, const void* a, const void* b, std::int64_t rows,
+                            std::int64_t c, const void* gamma, const void* beta, double epsilon,
+                            void* sum, void* y, void* mean, void* rstd, cudaStream_t s) {
+  dispatch_floating(dtype, "layer_norm", [&]<typename T>() {
+    using P = compute_t<T>;
+    add_forward_kernel<T><<<row_blocks(rows), kThreads, 0, s>>>(
+        kind_of(rms), static_cast<const T*>(a), static_cast<const T*>(b), rows, c,
+        static_cast<const P*>(gamma), static_cast<const P*>(beta), static_cast<P>(epsilon),
+        static_cast<T*>(sum), static_cast<T*>(y), static_cast<P*>(mean), static_cast<P*>(rstd));
+  });
+  check_launch("layer_norm add forward");
+}
+
 void layer_norm_backward(bool rms, DType dtype, const void* dy, const void* x, std::int64_t rows,
                          std::int64_t c, const void* gamma, const void* mean, const void* rstd,
                          void* partials, void* dx, void* dgamma, void* dbeta, cudaStream_t s) {

@@ -19,31 +19,31 @@ namespace mixprec::cuda::kernels::layer_norm_kernels {
 // Which normalization (backend/nn_kernels.h's RowNorm, spelled here for the kernels).
 enum class Kind { layer, rms };
 
-// One block (kThreads threads) per row: row = block_index() < rows (the launcher starts exactly
-// `rows` blocks). gamma, beta: C values of P or null (1 and 0). mean, rstd: one P per row.
-template <typename T>
-__global__ void forward_kernel(Kind kind, const T* __restrict__ x, std::int64_t rows,
-                               std::int64_t c, const compute_t<T>* __restrict__ gamma,
-                               const compute_t<T>* __restrict__ beta, compute_t<T> epsilon,
-                               T* __restrict__ y, compute_t<T>* __restrict__ mean,
-                               compute_t<T>* __restrict__ rstd) {
+// The normalization of one row by one block: load(k) gives the row's k-th value in storage type
+// T, keep(k, v) sees each loaded value once more after the statistics (the fused residual step
+// stores its sum there). gamma, beta: C values of P or null (1 and 0).
+template <typename T, typename Load, typename Keep>
+__device__ __forceinline__ void normalize_row(Kind kind, std::int64_t row, std::int64_t c,
+                                              Load&& load, Keep&& keep,
+                                              const compute_t<T>* __restrict__ gamma,
+                                              const compute_t<T>* __restrict__ beta,
+                                              compute_t<T> epsilon, T* __restrict__ yr,
+                                              compute_t<T>* __restrict__ mean,
+                                              compute_t<T>* __restrict__ rstd) {
   using P = compute_t<T>;
-  const std::int64_t row = block_index();
-  if (row >= rows) return;
-  const T* xr = x + row * c;
   P mu = P(0), inv;
   if (kind == Kind::layer) {
     const double s = block_ordered_sum(
-        c, [&](std::int64_t k) { return static_cast<double>(to_compute(xr[k])); });
+        c, [&](std::int64_t k) { return static_cast<double>(to_compute(load(k))); });
     mu = static_cast<P>(s / static_cast<double>(c));
     const double q = block_ordered_sum(c, [&](std::int64_t k) {
-      const double d = static_cast<double>(to_compute(xr[k]) - mu);
+      const double d = static_cast<double>(to_compute(load(k)) - mu);
       return d * d;
     });
     inv = P(1) / sqrt(static_cast<P>(q / static_cast<double>(c)) + epsilon);
   } else {
     const double q = block_ordered_sum(c, [&](std::int64_t k) {
-      const double v = static_cast<double>(to_compute(xr[k]));
+      const double v = static_cast<double>(to_compute(load(k)));
       return v * v;
     });
     inv = P(1) / sqrt(static_cast<P>(q / static_cast<double>(c)) + epsilon);
@@ -52,13 +52,54 @@ __global__ void forward_kernel(Kind kind, const T* __restrict__ x, std::int64_t 
     mean[row] = mu;
     rstd[row] = inv;
   }
-  T* yr = y + row * c;
   for (std::int64_t k = thread_in_block(); k < c; k += kThreads) {
-    P v = kind == Kind::layer ? (to_compute(xr[k]) - mu) * inv : to_compute(xr[k]) * inv;
+    const T xk = load(k);
+    keep(k, xk);
+    P v = kind == Kind::layer ? (to_compute(xk) - mu) * inv : to_compute(xk) * inv;
     if (gamma != nullptr) v = v * gamma[k];
     if (kind == Kind::layer && beta != nullptr) v = v + beta[k];
     yr[k] = from_compute<T>(v);
   }
+}
+
+// One block (kThreads threads) per row: row = block_index() < rows (the launcher starts exactly
+// `rows` blocks). mean, rstd: one P per row.
+template <typename T>
+__global__ void forward_kernel(Kind kind, const T* __restrict__ x, std::int64_t rows,
+                               std::int64_t c, const compute_t<T>* __restrict__ gamma,
+                               const compute_t<T>* __restrict__ beta, compute_t<T> epsilon,
+                               T* __restrict__ y, compute_t<T>* __restrict__ mean,
+                               compute_t<T>* __restrict__ rstd) {
+  const std::int64_t row = block_index();
+  if (row >= rows) return;
+  const T* xr = x + row * c;
+  normalize_row<T>(
+      kind, row, c, [&](std::int64_t k) { return xr[k]; }, [](std::int64_t, T) {}, gamma, beta,
+      epsilon, y + row * c, mean, rstd);
+}
+
+// The pre-norm residual step, one block per row as forward_kernel: sum = a + b added in P and
+// rounded to T once (as the elementwise add kernel rounds it), normalized as forward_kernel
+// normalizes x. Each thread recomputes the rounded sum where it reads it (the rows of a and b are
+// read three times, as forward_kernel reads x's, without a barrier between writing sum and reading
+// it back) and stores it once.
+template <typename T>
+__global__ void add_forward_kernel(Kind kind, const T* __restrict__ a, const T* __restrict__ b,
+                                   std::int64_t rows, std::int64_t c,
+                                   const compute_t<T>* __restrict__ gamma,
+                                   const compute_t<T>* __restrict__ beta, compute_t<T> epsilon,
+                                   T* __restrict__ sum, T* __restrict__ y,
+                                   compute_t<T>* __restrict__ mean,
+                                   compute_t<T>* __restrict__ rstd) {
+  const std::int64_t row = block_index();
+  if (row >= rows) return;
+  const T* ar = a + row * c;
+  const T* br = b + row * c;
+  T* sr = sum + row * c;
+  normalize_row<T>(
+      kind, row, c,
+      [&](std::int64_t k) { return from_compute<T>(to_compute(ar[k]) + to_compute(br[k])); },
+      [&](std::int64_t k, T v) { sr[k] = v; }, gamma, beta, epsilon, y + row * c, mean, rstd);
 }
 
 // dx of one row per block: with xhat = (x - mean) * rstd (rms: x * rstd) and g = dy * gamma,
