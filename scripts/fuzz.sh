@@ -10,7 +10,8 @@
 #   JOBS   how many targets run at a time (default: 1)
 # Prints one line per target (runs executed, corpus size, findings) and exits 1 when any target
 # found a crash, a leak, a timeout or an out-of-memory input, 2 when a target is missing.
-# Minimising a target's corpus for committing: scripts/fuzz.sh --merge TARGET.
+# Minimising a target's corpus for committing: scripts/fuzz.sh --merge TARGET (MAX_KB: its size
+# budget, default 32 KB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build-fuzz}
@@ -29,17 +30,47 @@ if [[ ${1:-} == --merge ]]; then
   target=${2:?usage: scripts/fuzz.sh --merge TARGET}
   committed=$root/tests/fuzz/corpus/$target
   mkdir -p "$committed" "$work/corpus/$target"
-  merged=$(mktemp -d)
-  # The smallest set of inputs that keeps the coverage of both, each named by its SHA-1.
-  "$build/tests/fuzz/${target}_fuzz" -merge=1 -timeout=10 -rss_limit_mb=2048 "$merged" \
-    "$committed" "$work/corpus/$target"
-  if [[ -z $(ls -A "$merged") ]]; then
+  scratch=$(mktemp -d)
+  # libFuzzer's merge pass over the committed corpus and the runs' new inputs, smallest first, on
+  # edge coverage only (hit counts would keep an input per loop count): its control file names,
+  # per input, the edges it was the first to reach.
+  "$build/tests/fuzz/${target}_fuzz" -merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=2048 \
+    -merge_control_file="$scratch/control" "$scratch" "$committed" "$work/corpus/$target" \
+    >"$scratch/merge.log" 2>&1 || { cat "$scratch/merge.log" >&2; exit 1; }
+  # The inputs that reach new edges, the most edges per byte first, within MAX_KB (default 32) per
+  # target, so that the committed corpora stay small; named by their SHA-1 as libFuzzer names them.
+  mkdir -p "$scratch/kept"
+  python3 - "$scratch/control" "$scratch/kept" "${MAX_KB:-32}" <<'PY'
+import hashlib, os, shutil, sys
+control, out, max_kb = sys.argv[1], sys.argv[2], int(sys.argv[3])
+lines = open(control, errors="replace").read().splitlines()
+count = int(lines[0])
+paths = lines[2 : 2 + count]
+edges = {}
+for line in lines[2 + count :]:
+    if line.startswith("COV "):
+        fields = line.split()
+        if len(fields) > 2:
+            edges[int(fields[1])] = len(fields) - 2
+size = {i: os.path.getsize(paths[i]) for i in edges}
+budget, used = max_kb * 1024, 0
+for i in sorted(edges, key=lambda i: (-edges[i] / max(size[i], 1), size[i])):
+    if used + size[i] > budget:
+        continue
+    data = open(paths[i], "rb").read()
+    with open(os.path.join(out, hashlib.sha1(data).hexdigest()), "wb") as f:
+        f.write(data)
+    used += size[i]
+PY
+  if [[ -z $(ls -A "$scratch/kept") ]]; then
     echo "$target: the merge kept nothing; $committed left as it was" >&2
-    rm -rf "$merged"
+    rm -rf "$scratch"
     exit 1
   fi
-  rm -rf "$committed" && mkdir -p "$committed" && cp "$merged"/* "$committed"/ && rm -rf "$merged"
-  echo "$target: $(ls "$committed" | wc -l) inputs in $committed"
+  rm -rf "$committed" && mkdir -p "$committed" && cp "$scratch/kept"/* "$committed"/
+  rm -rf "$scratch"
+  echo "$target: $(ls "$committed" | wc -l) inputs ($(du -cb "$committed"/* | tail -1 | cut -f1)" \
+    "bytes) in $committed"
   exit 0
 fi
 
