@@ -320,7 +320,7 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path,
   for (const auto& [name, g] : generators) g->set_state(generator_states[name]);
   if (resume) {
     run->resume = resume;
-    if (!resume->history && resume->epoch > 0) {
+    if (!resume->history && (resume->epoch > 0 || resume->step > 0)) {
       log(LogLevel::warning,
           where + ": written before checkpoints kept the run's record: the History of this fit() " +
               "(and mixprec train's --metrics-json) starts at epoch " +
