@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mixprec needs (DESIGN.md §6). Idempotent: installs only what is
 # missing, and does nothing (no apt-get update, no root needed) when everything is present.
+#
+# Usage: scripts/install-deps.sh [--fuzz]
+#   --fuzz  also clang and its libFuzzer/sanitizer runtimes, for the fuzz build of tests/fuzz/
+#           (tests/fuzz/README.md; not needed by `make test`, which replays the committed corpora
+#           with the normal compiler)
 set -euo pipefail
 
 packages=(
@@ -18,6 +23,14 @@ packages=(
   libopenmpi-dev openmpi-bin  # mixprec::distributed (MPI data parallelism) and its mpirun tests
   dpkg-dev file        # cpack -G DEB (scripts/build-debs.sh): dpkg-shlibdeps, and file to find the ELF files
 )
+
+if [[ ${1:-} == --fuzz ]]; then
+  # Debian 12's clang is clang 14; libFuzzer and the sanitizer runtimes are in libclang-rt-14-dev.
+  packages+=(clang libclang-rt-14-dev)
+elif [[ $# -gt 0 ]]; then
+  echo "usage: scripts/install-deps.sh [--fuzz]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

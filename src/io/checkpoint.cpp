@@ -12,14 +12,17 @@
 #include "io/json_limits.h"
 #include "io/model_files.h"
 #include "io/nonfinite.h"
+#include "mixprec/callbacks/history.h"
 #include "mixprec/distributed/distributed.h"
 #include "mixprec/error.h"
 #include "mixprec/io/safetensors.h"
+#include "mixprec/logging.h"
 #include "mixprec/mixed_precision/loss_scale_optimizer.h"
 #include "mixprec/mixed_precision/policy.h"
 #include "mixprec/models/model.h"
 #include "models/fit_run.h"
 #include "models/model_impl.h"
+#include "models/training_state.h"
 
 namespace mixprec::io {
 
@@ -60,6 +63,12 @@ void check_learning_rate(const json& state, const std::string& where) {
   }
 }
 
+// The skipped steps the optimizer's state holds (a LossScaleOptimizer's; 0 for any other).
+double skipped_steps_of(const optimizers::OptimizerState& opt) {
+  const auto it = opt.scalars.find("skipped_steps");
+  return opt.name == "loss_scale_optimizer" && it != opt.scalars.end() ? it->second : 0.0;
+}
+
 // What a checkpoint holds, every field read and range-checked (IOError naming the file and the
 // field's path otherwise).
 CheckpointInfo info_from(const json& state, const TensorList& tensors, const std::string& where) {
@@ -85,10 +94,16 @@ CheckpointInfo info_from(const json& state, const TensorList& tensors, const std
     info.policy = policy.get<std::string>();
   }
   if (state.contains("position")) {
-    const models::ResumePoint p = detail::position_from_json(state["position"], nullptr, where);
+    models::ResumePoint p = detail::position_from_json(state["position"], nullptr, where);
+    if (state.contains("record")) {
+      detail::record_from_json(state["record"], skipped_steps_of(opt), p, where);
+    }
     info.in_fit = true;
     info.epoch = p.epoch;
     info.step = p.step;
+  } else if (state.contains("record")) {
+    throw IOError(where + ": state.record: present without state.position (a record belongs to " +
+                  "a checkpoint written inside fit())");
   }
   return info;
 }
@@ -157,6 +172,53 @@ std::vector<Tensor> matched_weights(const Model& model, const TensorList& tensor
   return weights;
 }
 
+// The epochs a checkpoint at `next_epoch` keeps (0-based: those numbered 1..next_epoch): fit()'s
+// History, and the epoch ending when the checkpoint is written from on_epoch_end (History records
+// it after the other callbacks). Step times are left out (a run's worth of numbers in every file).
+std::vector<EpochLog> recorded_epochs(const models::FitRun& run, int next_epoch) {
+  std::vector<EpochLog> out;
+  if (run.history) {
+    for (const EpochLog& e : run.history->history().epochs) {
+      if (e.epoch > next_epoch) continue;
+      out.push_back(e);
+      out.back().step_ms.clear();
+    }
+  }
+  if (run.ending_logs && run.epoch + 1 <= next_epoch &&
+      (out.empty() || out.back().epoch < run.epoch + 1)) {
+    callbacks::History ending;
+    ending.on_epoch_end(run.epoch, callbacks::Logs(*run.ending_logs));
+    out.push_back(ending.history().epochs.back());
+  }
+  return out;
+}
+
+// The record of a running fit() (state "record"): its History so far and, inside an epoch, the
+// epoch's running sums (one process only: in a data-parallel run each counts its own shard).
+json record_of(const Model& model, const models::FitRun& run) {
+  const models::ResumePoint next = run.next_point();
+  std::optional<models::EpochSums> sums;
+  const auto& training = model.model_impl().training;
+  if (next.step > 0 && training && distributed::world_size() == 1) {
+    sums = models::EpochSums{training->train_metrics.sums(), run.skipped_before};
+  }
+  return detail::record_to_json(recorded_epochs(run, next.epoch), sums);
+}
+
+// The record's running sums name what the model's training metrics are: ValueError otherwise
+// (their sums cannot continue another metric's).
+void check_sums_match(const Model& model, const models::EpochSums& sums, const std::string& where) {
+  const models::MetricState& metrics = model.model_impl().training->train_metrics;
+  std::string saved, compiled = "loss";
+  for (const models::NamedSums& s : sums.sums) saved += (saved.empty() ? "" : ", ") + s.name;
+  for (const metrics::Metric& m : metrics.metrics) compiled += ", " + m.name();
+  if (saved != compiled) {
+    throw ValueError(where + ": the checkpoint was taken inside an epoch whose training metrics " +
+                     "were " + saved + "; model '" + model.name() + "' is compiled with " +
+                     compiled + "; compile it with the metrics it was trained with");
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const Model& model, const std::filesystem::path& path) {
@@ -180,6 +242,7 @@ void save_checkpoint(const Model& model, const std::filesystem::path& path) {
   }
   if (const models::FitRun* run = model.model_impl().fit_run) {
     state["position"] = detail::position_to_json(*run);
+    state["record"] = record_of(model, *run);
   }
   Metadata metadata{{"format", kFormat}, {"version", kVersion}, {"state", state.dump()}};
   // The architecture and compile settings too, so that load_model() reads a checkpoint as it
@@ -203,6 +266,9 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path,
   // would name a symptom of it).
   detail::check_world_size(detail::world_size_from_json(state, where), distributed::world_size(),
                            where);
+  // Every field of the state read and range-checked (the position and the record included,
+  // whether this load resumes a fit() or not).
+  const CheckpointInfo info = info_from(state, file.tensors, where);
   const std::vector<Tensor> weights = matched_weights(model, file.tensors, where);
   // The weights and the optimizer's slots: a NaN in either trains on as NaN.
   detail::check_finite(file.tensors, "", options, where);
@@ -231,6 +297,10 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path,
   std::optional<models::ResumePoint> resume;
   if (run && state.contains("position")) {
     resume = detail::position_from_json(state["position"], run, where);
+    if (state.contains("record")) {
+      detail::record_from_json(state["record"], skipped_steps_of(opt_state), *resume, where);
+      if (resume->epoch_sums) check_sums_match(model, *resume->epoch_sums, where);
+    }
   }
   const bool has_rate = state.contains("learning_rate");
   check_learning_rate(state, where);
@@ -248,8 +318,20 @@ CheckpointInfo load_checkpoint(Model& model, const std::filesystem::path& path,
   if (has_rate) opt.set_learning_rate(state["learning_rate"].get<double>());
   default_generator().set_state(default_state);
   for (const auto& [name, g] : generators) g->set_state(generator_states[name]);
-  if (resume) run->resume = resume;
-  return info_from(state, file.tensors, where);
+  if (resume) {
+    run->resume = resume;
+    if (!resume->history && (resume->epoch > 0 || resume->step > 0)) {
+      log(LogLevel::warning,
+          where + ": written before checkpoints kept the run's record: the History of this fit() " +
+              "(and mixprec train's --metrics-json) starts at epoch " +
+              std::to_string(resume->epoch + 1) +
+              (resume->step > 0
+                   ? ", and that epoch's training metrics count only its batches from " +
+                         std::to_string(resume->step + 1)
+                   : std::string()));
+    }
+  }
+  return info;
 }
 
 CheckpointInfo read_checkpoint_info(const std::filesystem::path& path) {

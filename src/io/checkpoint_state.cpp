@@ -145,7 +145,151 @@ void check_loss_scale_scalars(const json& scalars, const std::string& where,
   }
 }
 
+// A value of the record: a number, or "nan", "inf", "-inf" for the ones JSON cannot hold.
+json any_number_to_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+double any_number(const json& v, const std::string& where, const std::string& path) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  bad(where, path, "must be a number, \"nan\", \"inf\" or \"-inf\", got " + shown(v));
+}
+
+// A whole number in [0, kMaxCounter] stored as a JSON number (a sum of counts, a float).
+double whole_count(const json& v, const std::string& where, const std::string& path) {
+  const double n = number_in(v, 0.0, static_cast<double>(kMaxCounter), false, where, path);
+  if (std::floor(n) != n) bad(where, path, "must be a whole number, got " + shown(v));
+  return n;
+}
+
+// Names of metrics in the record: what a compile() could have named them.
+constexpr std::size_t kMaxMetricName = 256;
+constexpr std::size_t kMaxMetrics = 1024;
+
+const std::string& metric_name(const json& v, const std::string& where, const std::string& path) {
+  if (!v.is_string() || v.get_ref<const std::string&>().empty() ||
+      v.get_ref<const std::string&>().size() > kMaxMetricName) {
+    bad(where, path,
+        "must be a metric name (a string of 1 to " + std::to_string(kMaxMetricName) +
+            " characters), got " + shown(v));
+  }
+  return v.get_ref<const std::string&>();
+}
+
+EpochLog epoch_from_json(const json& j, int after, int last, const std::string& where,
+                         const std::string& path) {
+  EpochLog log;
+  log.epoch = static_cast<int>(integer_in(j, "epoch", after + 1, last, where, path));
+  const json& metrics = field(j, "metrics", json::value_t::object, where, path);
+  if (metrics.size() > kMaxMetrics) {
+    bad(where, child(path, "metrics"),
+        "holds " + std::to_string(metrics.size()) + " values, more than " +
+            std::to_string(kMaxMetrics));
+  }
+  for (const auto& [name, value] : metrics.items()) {
+    const std::string value_path = child(child(path, "metrics"), name.substr(0, kMaxMetricName));
+    metric_name(json(name), where, child(path, "metrics"));
+    log.metrics[name] = any_number(value, where, value_path);
+  }
+  log.seconds = number_in(field(j, "seconds", json::value_t::number_float, where, path), 0.0,
+                          std::numeric_limits<double>::max(), false, where, child(path, "seconds"));
+  if (j.contains("loss_scale")) {
+    log.loss_scale =
+        number_in(j.at("loss_scale"), 0.0, kMaxLossScale, true, where, child(path, "loss_scale"));
+  }
+  log.skipped_steps = integer_in(j, "skipped_steps", 0, kMaxCounter, where, path);
+  return log;
+}
+
 }  // namespace
+
+json record_to_json(const std::vector<EpochLog>& epochs,
+                    const std::optional<models::EpochSums>& sums) {
+  json out;
+  out["epochs"] = json::array();
+  for (const EpochLog& e : epochs) {
+    json metrics = json::object();
+    for (const auto& [name, value] : e.metrics) metrics[name] = any_number_to_json(value);
+    json entry = {{"epoch", e.epoch},
+                  {"metrics", metrics},
+                  {"seconds", e.seconds},
+                  {"skipped_steps", e.skipped_steps}};
+    if (e.loss_scale) entry["loss_scale"] = *e.loss_scale;
+    out["epochs"].push_back(std::move(entry));
+  }
+  if (sums) {
+    json list = json::array();
+    for (const models::NamedSums& s : sums->sums) {
+      list.push_back(
+          {{"name", s.name}, {"count", s.count}, {"total", any_number_to_json(s.total)}});
+    }
+    out["epoch_sums"] = {{"sums", list}, {"skipped_before", sums->skipped_before}};
+  }
+  return out;
+}
+
+void record_from_json(const json& j, double skipped_steps, models::ResumePoint& point,
+                      const std::string& where) {
+  const std::string path = "state.record";
+  const json& epochs = field(j, "epochs", json::value_t::array, where, path);
+  if (epochs.size() > static_cast<std::size_t>(point.epoch)) {
+    bad(where, child(path, "epochs"),
+        "must hold at most " + std::to_string(point.epoch) + " epochs (the run stands at epoch " +
+            std::to_string(point.epoch + 1) + "), got " + std::to_string(epochs.size()));
+  }
+  std::vector<EpochLog> history;
+  int last = 0;
+  for (std::size_t i = 0; i < epochs.size(); ++i) {
+    history.push_back(epoch_from_json(epochs[i], last, point.epoch, where,
+                                      child(path, "epochs") + "[" + std::to_string(i) + "]"));
+    last = history.back().epoch;
+  }
+  point.history = std::move(history);
+  if (!j.contains("epoch_sums")) return;
+  const std::string sums_path = child(path, "epoch_sums");
+  if (point.step == 0) {
+    bad(where, sums_path,
+        "present, but the position is the start of an epoch (state.position.step 0)");
+  }
+  const json& sums = field(j.at("epoch_sums"), "sums", json::value_t::array, where, sums_path);
+  if (sums.empty() || sums.size() > kMaxMetrics + 1) {
+    bad(where, child(sums_path, "sums"),
+        "must hold the loss and at most " + std::to_string(kMaxMetrics) + " metrics, got " +
+            std::to_string(sums.size()) + " entries");
+  }
+  models::EpochSums out;
+  for (std::size_t i = 0; i < sums.size(); ++i) {
+    const std::string entry_path = child(sums_path, "sums") + "[" + std::to_string(i) + "]";
+    models::NamedSums s;
+    s.name = metric_name(field(sums[i], "name", json::value_t::string, where, entry_path), where,
+                         child(entry_path, "name"));
+    if (i == 0 && s.name != "loss") {
+      bad(where, child(entry_path, "name"),
+          "must be \"loss\" (the loss comes first), got " + shown(sums[i].at("name")));
+    }
+    s.count = whole_count(field(sums[i], "count", json::value_t::number_float, where, entry_path),
+                          where, child(entry_path, "count"));
+    if (!sums[i].contains("total")) bad(where, entry_path, "missing \"total\"");
+    s.total = any_number(sums[i].at("total"), where, child(entry_path, "total"));
+    out.sums.push_back(std::move(s));
+  }
+  out.skipped_before =
+      integer_in(j.at("epoch_sums"), "skipped_before", 0, kMaxCounter, where, sums_path);
+  if (static_cast<double>(out.skipped_before) > skipped_steps) {
+    bad(where, child(sums_path, "skipped_before"),
+        "must be at most the optimizer's skipped steps (" + format_number(skipped_steps) +
+            "), got " + std::to_string(out.skipped_before));
+  }
+  point.epoch_sums = std::move(out);
+}
 
 std::string format_number(double value) {
   char text[32];
@@ -253,7 +397,8 @@ models::ResumePoint position_from_json(const json& j, const models::FitRun* run,
   const std::int64_t max = std::numeric_limits<std::int64_t>::max();
   const std::int64_t batch_size = integer_in(j, "batch_size", 1, max, where, path);
   const std::int64_t steps = integer_in(j, "steps_per_epoch", 1, max, where, path);
-  p.step = integer_in(j, "step", 0, steps - 1, where, path);
+  // step == steps: the epoch's batches are done, its end (validation, on_epoch_end) is not.
+  p.step = integer_in(j, "step", 0, steps, where, path);
   p.loader_state = generator_from_json(field(j, "loader", json::value_t::object, where, path),
                                        where, child(path, "loader"));
   if (run && (batch_size != run->batch_size || steps != run->steps)) {

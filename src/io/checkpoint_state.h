@@ -4,10 +4,12 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "mixprec/models/training.h"
 #include "mixprec/optimizers/optimizer.h"
 #include "mixprec/random.h"
 #include "models/fit_run.h"
@@ -38,6 +40,19 @@ nlohmann::json position_to_json(const models::FitRun& run);
 // also checked against the running fit() (batch size and batches per epoch: ValueError).
 models::ResumePoint position_from_json(const nlohmann::json& j, const models::FitRun* run,
                                        const std::string& where);
+
+// The run's record (state "record"), written with the position: the epochs fit()'s History
+// recorded before the position's epoch (metrics, seconds, loss scale, skipped steps; not the step
+// times) and, for a position inside an epoch, that epoch's running sums. Non-finite values are
+// the strings "nan", "inf" and "-inf" (JSON has no number for them).
+nlohmann::json record_to_json(const std::vector<EpochLog>& epochs,
+                              const std::optional<models::EpochSums>& sums);
+// The inverse, every field checked (IOError "<where>: state.record...: ..."): epochs numbered
+// 1..`point.epoch`, increasing; sums only for a point inside an epoch, "loss" first, counts whole,
+// the skipped steps before the epoch at most `skipped_steps` (the optimizer's). Fills
+// point.history and point.epoch_sums.
+void record_from_json(const nlohmann::json& j, double skipped_steps, models::ResumePoint& point,
+                      const std::string& where);
 
 // A number as messages show it: printf's %g (1e-50, 1e+40).
 std::string format_number(double value);

@@ -36,6 +36,15 @@ void MetricImpl::reset() {
   total_ = Tensor();
 }
 
+MetricImpl::Accumulator MetricImpl::accumulator() const {
+  return {count_, total_.defined() ? total_.item() : 0.0};
+}
+
+void MetricImpl::set_accumulator(const Accumulator& sums) {
+  count_ = sums.count;
+  total_ = scalar(sums.total, {.dtype = DType::float64, .device = Device::cpu()});
+}
+
 void MetricImpl::add(const Tensor& total, double count) {
   // A batch on another device than the earlier ones (rare): move the accumulator along.
   if (total_.defined() && !(total_.device() == total.device())) total_ = total_.to(total.device());
@@ -44,6 +53,18 @@ void MetricImpl::add(const Tensor& total, double count) {
 }
 
 namespace {
+
+// Metric::impl_ for impl_of(): the member pointer is named in an explicit instantiation (where
+// access is not checked) and handed out by the friend function that instantiation defines.
+struct ImplMember {
+  using type = std::shared_ptr<MetricImpl> Metric::*;
+  friend type member(ImplMember);
+};
+template <typename Tag, typename Tag::type Member>
+struct ExposeMember {
+  friend typename Tag::type member(Tag) { return Member; }
+};
+template struct ExposeMember<ImplMember, &Metric::impl_>;
 
 class MeanImpl final : public MetricImpl {
  public:
@@ -59,6 +80,13 @@ class MeanImpl final : public MetricImpl {
 };
 
 }  // namespace
+
+MetricImpl& impl_of(const Metric& metric) {
+  const std::shared_ptr<MetricImpl>& impl = metric.*member(ImplMember{});
+  if (!impl) throw ValueError("use of an undefined Metric (default-constructed)");
+  return *impl;
+}
+
 }  // namespace detail
 
 Metric::Metric(std::shared_ptr<detail::MetricImpl> impl) : impl_(std::move(impl)) {}

@@ -13,6 +13,10 @@
 
 #include "mixprec/tensor.h"
 
+namespace mixprec::metrics {
+class Metric;
+}
+
 namespace mixprec::metrics::detail {
 
 class MetricImpl {
@@ -28,6 +32,16 @@ class MetricImpl {
   // Reads the accumulator back (synchronises with its device).
   double result() const;
   void reset();
+
+  // The running sums, for a training checkpoint taken inside an epoch (src/io/checkpoint.cpp):
+  // read back (a GPU sync), and set again, bit for bit, before the resumed epoch's next batch.
+  struct Accumulator {
+    double count = 0.0;
+    double total = 0.0;
+  };
+  Accumulator accumulator() const;
+  // The total becomes a float64 scalar on the CPU; add() moves it to the batches' device.
+  void set_accumulator(const Accumulator& sums);
   const std::string& name() const { return name_; }
 
  protected:
@@ -39,5 +53,10 @@ class MetricImpl {
   double count_ = 0.0;
   Tensor total_;  // float64 scalar on the device of the batches; undefined until one
 };
+
+// The implementation behind a Metric handle; ValueError for an undefined one. (The public handle
+// keeps its implementation private and declares no friend; metric.cpp reaches the member through
+// an explicit instantiation, where access checking does not apply.)
+MetricImpl& impl_of(const Metric& metric);
 
 }  // namespace mixprec::metrics::detail

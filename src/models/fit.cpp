@@ -166,6 +166,7 @@ class FitLoop {
     run_.steps = steps_;
     run_.batch_size = options.batch_size;
     run_.loader_state_before = loader_.generator_state();
+    run_.history = callbacks_.history();
     if (options.distribute) step_.data_parallel = &*options.distribute;
   }
 
@@ -179,11 +180,18 @@ class FitLoop {
     } detach{impl};
     try {
       callbacks_.on_train_begin({});
-      models::ResumePoint start{options_.initial_epoch, 0, loader_.generator_state()};
-      if (run_.resume) start = *run_.resume;  // a checkpoint restored by a callback
+      models::ResumePoint start;
+      start.epoch = options_.initial_epoch;
+      start.loader_state = loader_.generator_state();
+      if (run_.resume) {  // a checkpoint restored by a callback
+        start = *run_.resume;
+        if (start.history) restore_history(*start.history);
+      }
       loader_.set_generator_state(start.loader_state);
       for (int e = start.epoch; e < options_.epochs && !impl.stop_training; ++e) {
-        run_epoch(e, e == start.epoch ? start.step : 0);
+        const bool resumed = e == start.epoch;
+        run_epoch(e, resumed ? start.step : 0,
+                  resumed && start.epoch_sums ? &*start.epoch_sums : nullptr);
       }
       callbacks_.on_train_end(callbacks::Logs(last_logs_));  // the last epoch's logs (Keras)
     } catch (...) {
@@ -194,14 +202,35 @@ class FitLoop {
   }
 
  private:
-  void run_epoch(int e, std::int64_t first_step) {
+  // The epochs a restored checkpoint recorded, into fit()'s History as they were logged then (the
+  // other callbacks saw them in the run that trained them).
+  void restore_history(const std::vector<EpochLog>& epochs) {
+    for (const EpochLog& log : epochs) {
+      callbacks::Logs::Values values(log.metrics.begin(), log.metrics.end());
+      if (log.loss_scale) values.emplace_back(callbacks::log_names::loss_scale, *log.loss_scale);
+      values.emplace_back(callbacks::log_names::skipped_steps,
+                          static_cast<double>(log.skipped_steps));
+      values.emplace_back(callbacks::log_names::epoch_seconds, log.seconds);
+      callbacks_.history()->on_epoch_end(log.epoch - 1, callbacks::Logs(std::move(values)));
+    }
+  }
+
+  // Epoch `e` from batch `first_step`; `sums`: the running sums of its batches before that (a
+  // checkpoint taken inside it), so that its metrics are those of the uninterrupted epoch.
+  void run_epoch(int e, std::int64_t first_step, const models::EpochSums* sums) {
     const Clock::time_point epoch_start = Clock::now();
     state_.train_metrics.reset();
+    std::int64_t skipped_before = state_.loss_scale ? state_.loss_scale->skipped_steps() : 0;
+    if (sums) {
+      state_.train_metrics.set_sums(sums->sums);
+      skipped_before = sums->skipped_before;
+    }
     run_.epoch = e;
     run_.step = first_step;
+    run_.epoch_ending = false;
+    run_.skipped_before = skipped_before;
     run_.loader_state_before = loader_.generator_state();
     const data::Epoch epoch = loader_.next_epoch();  // the shuffle draws here, on this thread
-    const std::int64_t skipped_before = state_.loss_scale ? state_.loss_scale->skipped_steps() : 0;
     callbacks_.on_epoch_begin(e, {});
     run_batches(epoch, first_step, e, skipped_before);
 
@@ -218,6 +247,13 @@ class FitLoop {
     logs.emplace_back(callbacks::log_names::epoch_seconds,
                       std::chrono::duration<double>(Clock::now() - epoch_start).count());
     last_logs_ = logs;
+    // A checkpoint written by a callback here keeps this epoch in its record.
+    run_.ending_logs = &last_logs_;
+    run_.epoch_ending = true;
+    struct EndingLogs {
+      models::FitRun& run;
+      ~EndingLogs() { run.ending_logs = nullptr; }
+    } ending{run_};
     callbacks_.on_epoch_end(e, callbacks::Logs(std::move(logs)));
     agree_on_stopping();
     callbacks_.history()->set_step_times(std::move(step_ms));
@@ -225,7 +261,8 @@ class FitLoop {
 
   void run_batches(const data::Epoch& epoch, std::int64_t first_step, int e,
                    std::int64_t skipped_before) {
-    // Batches first_step .. steps_ - 1 of this epoch's order (a resumed epoch skips those done).
+    // Batches first_step .. steps_ - 1 of this epoch's order (a resumed epoch skips those done;
+    // none when it resumes at the epoch's end).
     const data::Pipeline& train = data_.train;
     const distributed::DataParallel* dp = step_.data_parallel;
     data::Prefetcher batches(

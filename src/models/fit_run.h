@@ -6,18 +6,46 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
+#include "mixprec/callbacks/callback.h"
 #include "mixprec/data/dataset.h"
+#include "mixprec/models/training.h"
 #include "mixprec/random.h"
+
+namespace mixprec::callbacks {
+class History;
+}
 
 namespace mixprec::models {
 
+// One running mean of an epoch's training metrics (the loss's or a metric's): sum and count.
+struct NamedSums {
+  std::string name;  // "loss", "accuracy", ...
+  double count = 0.0;
+  double total = 0.0;
+};
+
+// The training metrics of an epoch stopped inside it: what its remaining batches add to, so that
+// the resumed epoch reports the values of the uninterrupted one.
+struct EpochSums {
+  std::vector<NamedSums> sums;      // MetricState::sums(): "loss" first, then compile order
+  std::int64_t skipped_before = 0;  // the loss scale's skipped steps when the epoch began
+};
+
 // The place to continue from: batch `step` (0-based) of epoch `epoch`, whose order the loader
-// draws from `loader_state`.
+// draws from `loader_state`; and, from a checkpoint that keeps them, the run's record so far.
 struct ResumePoint {
   int epoch = 0;
   std::int64_t step = 0;
   GeneratorState loader_state;
+  // The epochs before `epoch` as fit()'s History recorded them (without their step times);
+  // nullopt for a checkpoint written before checkpoints kept them.
+  std::optional<std::vector<EpochLog>> history;
+  // The epoch's running sums when `step` > 0 (absent from a data-parallel run's checkpoints:
+  // each process counts its own shard).
+  std::optional<EpochSums> epoch_sums;
 };
 
 struct FitRun {
@@ -30,11 +58,31 @@ struct FitRun {
   // Set by a checkpoint restore during on_train_begin; fit() starts there.
   std::optional<ResumePoint> resume;
 
-  // The point after everything done so far: this epoch's next batch, or the next epoch when the
-  // epoch is complete.
+  // The run's record, for checkpoints: fit()'s own History; while on_epoch_end runs, the logs of
+  // the epoch ending (that History is called last, after a callback that checkpoints there); and
+  // the loss scale's skipped steps when this epoch began.
+  const callbacks::History* history = nullptr;
+  const callbacks::Logs::Values* ending_logs = nullptr;
+  std::int64_t skipped_before = 0;
+
+  // Set when this epoch's end begins (its on_epoch_end): from there a checkpoint continues with
+  // the next epoch.
+  bool epoch_ending = false;
+
+  // The point after everything done so far: this epoch's next batch; the end of this epoch when
+  // its batches are done but its end has not begun (step == steps: a resumed fit() then ends it,
+  // validation and on_epoch_end included, as the uninterrupted one did); or the next epoch.
   ResumePoint next_point() const {
-    if (step >= steps) return {epoch + 1, 0, loader->generator_state()};
-    return {epoch, step, loader_state_before};
+    ResumePoint p;
+    if (step >= steps && epoch_ending) {
+      p.epoch = epoch + 1;
+      p.loader_state = loader->generator_state();
+    } else {
+      p.epoch = epoch;
+      p.step = step;
+      p.loader_state = loader_state_before;
+    }
+    return p;
   }
 };
 

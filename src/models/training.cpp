@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "metrics/metric_config.h"
+#include "metrics/metric_impl.h"
 #include "mixprec/autograd.h"
+#include "mixprec/creation.h"
 #include "mixprec/error.h"
 #include "mixprec/logging.h"
 #include "mixprec/metrics.h"
@@ -176,6 +178,27 @@ std::vector<std::pair<std::string, double>> MetricState::results() const {
   out.emplace_back("loss", loss.result());
   for (const metrics::Metric& m : metrics) out.emplace_back(m.name(), m.result());
   return out;
+}
+
+std::vector<NamedSums> MetricState::sums() const {
+  std::vector<NamedSums> out;
+  out.reserve(1 + metrics.size());
+  out.push_back({"loss", loss.count, loss.total.defined() ? loss.total.item() : 0.0});
+  for (const metrics::Metric& m : metrics) {
+    const metrics::detail::MetricImpl::Accumulator a = metrics::detail::impl_of(m).accumulator();
+    out.push_back({m.name(), a.count, a.total});
+  }
+  return out;
+}
+
+void MetricState::set_sums(const std::vector<NamedSums>& sums) {
+  reset();
+  if (sums.empty()) return;
+  loss.count = sums[0].count;
+  loss.total = scalar(sums[0].total, {.dtype = DType::float64, .device = Device::cpu()});
+  for (std::size_t i = 0; i < metrics.size() && i + 1 < sums.size(); ++i) {
+    metrics::detail::impl_of(metrics[i]).set_accumulator({sums[i + 1].count, sums[i + 1].total});
+  }
 }
 
 Device model_device(const Model& model) {

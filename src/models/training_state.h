@@ -18,6 +18,7 @@
 #include "mixprec/models/training.h"
 #include "mixprec/ops.h"
 #include "mixprec/optimizers/optimizer.h"
+#include "models/fit_run.h"
 #include "models/model_impl.h"
 
 namespace mixprec::models {
@@ -50,6 +51,9 @@ struct LossTracker {
   void add(const Tensor& loss, std::int64_t batch) {
     count += static_cast<double>(batch);
     const Tensor weighted = mul(loss.to(DType::float64), static_cast<double>(batch));
+    // A sum restored from a checkpoint is on the CPU: it follows the batches to their device.
+    if (total.defined() && !(total.device() == weighted.device()))
+      total = total.to(weighted.device());
     total = total.defined() ? mixprec::add(total, weighted) : weighted;
   }
   // Reads the sum (on a GPU: waits for it).
@@ -74,6 +78,12 @@ struct MetricState {
   void update(const Tensor& loss, std::int64_t samples, const Tensor& y, const Tensor& y_pred);
   // "loss" then each metric, in compile order (reads device accumulators: a GPU sync).
   std::vector<std::pair<std::string, double>> results() const;
+
+  // The running sums by name, "loss" then each metric in compile order (a GPU sync), for a
+  // checkpoint taken inside an epoch; and set again from them (names and order as sums() gives
+  // them: the caller checks).
+  std::vector<NamedSums> sums() const;
+  void set_sums(const std::vector<NamedSums>& sums);
 };
 
 struct TrainingState {

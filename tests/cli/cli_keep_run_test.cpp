@@ -136,6 +136,16 @@ class CliKeepRun : public ::testing::Test {
     std::ifstream in(path("metrics.json"));
     return json::parse(in).at("test").at("loss").get<double>();
   }
+  // --metrics-json's epochs, without their timings (seconds, steps timed).
+  json metrics_epochs() const {
+    std::ifstream in(path("metrics.json"));
+    json epochs = json::parse(in).at("epochs");
+    for (json& e : epochs) {
+      e.erase("seconds");
+      e.erase("steps");
+    }
+    return epochs;
+  }
   TempDir data_, work_;
 };
 
@@ -161,6 +171,8 @@ TEST_F(CliKeepRun, TrainKeepsTheRunResumesItAndTheSavedModelEvaluatesAndPredicts
   EXPECT_NE(train_events.find("dense_logits/bias"), std::string::npos);
   EXPECT_NE(events_of(path("tb") / "validation").find("epoch_loss"), std::string::npos);
   const double loss_after_3 = metrics_test_loss();
+  const json epochs_1_to_3 = metrics_epochs();
+  ASSERT_EQ(epochs_1_to_3.size(), 3u);
 
   // 2. The same command again: the run is complete, nothing is trained, same model.
   const CliResult again = run_cli(train_args(3));
@@ -169,6 +181,7 @@ TEST_F(CliKeepRun, TrainKeepsTheRunResumesItAndTheSavedModelEvaluatesAndPredicts
       << again.out;
   EXPECT_EQ(count(again.out, "Epoch "), 0) << again.out;
   EXPECT_EQ(metrics_test_loss(), loss_after_3);
+  EXPECT_EQ(metrics_epochs(), epochs_1_to_3) << "the complete run's record, from its checkpoint";
 
   // 3. More epochs with the same directory: it resumes after epoch 3 (Keras BackupAndRestore).
   const CliResult longer = run_cli(train_args(5));
@@ -181,6 +194,11 @@ TEST_F(CliKeepRun, TrainKeepsTheRunResumesItAndTheSavedModelEvaluatesAndPredicts
   EXPECT_EQ(count(longer.out, "Epoch "), 2) << longer.out;
   EXPECT_NE(longer.out.find("Epoch 4/5"), std::string::npos) << longer.out;
   const double loss_after_5 = metrics_test_loss();
+  // --metrics-json holds the whole run: epochs 1-3 as the first command recorded them, then 4-5.
+  const json epochs_1_to_5 = metrics_epochs();
+  ASSERT_EQ(epochs_1_to_5.size(), 5u);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(epochs_1_to_5[i], epochs_1_to_3[i]) << i;
+  EXPECT_EQ(epochs_1_to_5[4].at("epoch"), 5);
 
   // 4. evaluate: the loss and accuracy train printed for the saved (5-epoch) model.
   const CliResult evaluated =

@@ -10,11 +10,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli_support.h"
+#include "mixprec/io/checkpoint.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/mixprec.h"
 
@@ -44,7 +46,20 @@ std::vector<std::string> train_args(const fs::path& checkpoint_dir, const fs::pa
           "--checkpoint-dir",
           checkpoint_dir.string(),
           "--save",
-          save_dir.string()};
+          save_dir.string(),
+          "--metrics-json",
+          (save_dir.parent_path() / (save_dir.filename().string() + "-metrics.json")).string()};
+}
+
+// --metrics-json's epochs, without their timings (seconds, steps timed).
+nlohmann::json epochs_of(const fs::path& save_dir) {
+  std::ifstream in(save_dir.parent_path() / (save_dir.filename().string() + "-metrics.json"));
+  nlohmann::json epochs = nlohmann::json::parse(in).at("epochs");
+  for (nlohmann::json& e : epochs) {
+    e.erase("seconds");
+    e.erase("steps");
+  }
+  return epochs;
 }
 
 // Waits (at most a minute) until `path` exists.
@@ -88,16 +103,38 @@ TEST(CliStop, SigtermCheckpointsExits143AndTheSameCommandFinishesBitIdentical) {
   EXPECT_NE(stopped.err.find("run the same command again to resume"), std::string::npos)
       << stopped.err;
   EXPECT_FALSE(fs::exists(saved)) << "a stopped run saves no model";
-  // The newest checkpoint is where the run stopped: inside it, not at its end.
-  std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  // The checkpoint the message names was written by the stop: the newest, readable, past the end
+  // of epoch 2 (where the signal was sent) and before the end of the run.
+  const std::string saved_in = " saved in ";
+  const std::size_t at = stopped.err.find(saved_in);
+  ASSERT_NE(at, std::string::npos) << stopped.err;
+  const std::size_t end = stopped.err.find(';', at);
+  const fs::path written = stopped.err.substr(at + saved_in.size(), end - at - saved_in.size());
+  ASSERT_TRUE(fs::is_regular_file(written)) << written;
+  const std::vector<fs::path> files =
+      callbacks::BackupAndRestore({.backup_dir = dir}).checkpoints();
   ASSERT_FALSE(files.empty());
+  EXPECT_EQ(files.back(), written);
+  EXPECT_NE(written.filename(), "ckpt-2.safetensors") << "written after the signal";
+  const io::CheckpointInfo info = io::read_checkpoint_info(written);
+  EXPECT_TRUE(info.in_fit);
+  EXPECT_GE(info.iterations, 2 * 480);
+  EXPECT_LT(info.iterations, 20 * 480) << "stopped before the end of the run";
 
   const CliResult resumed = run_cli(args);
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("resuming from "), std::string::npos) << resumed.out;
   EXPECT_EQ(weights_of(saved), weights_of(work.path() / "ref"))
       << "the resumed run must end with the uninterrupted run's weights, bit for bit";
+  // --metrics-json holds every epoch of the run, with the uninterrupted run's values: those before
+  // the stop from the checkpoint's record, the stopped epoch from its running sums.
+  const nlohmann::json epochs = epochs_of(saved), expected = epochs_of(work.path() / "ref");
+  ASSERT_EQ(expected.size(), 20u);
+  ASSERT_EQ(epochs.size(), 20u);
+  for (std::size_t i = 0; i < epochs.size(); ++i) {
+    EXPECT_EQ(epochs[i], expected[i]) << "epoch " << i + 1 << " (stopped in epoch "
+                                      << info.epoch + 1 << ", step " << info.step << ")";
+  }
 }
 
 TEST(CliStop, ASecondSignalStopsAtOnce) {

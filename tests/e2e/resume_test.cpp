@@ -7,11 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "mixprec/io/safetensors.h"
 #include "mixprec/mixprec.h"
 #include "support/policy_guard.h"
 #include "support/temp_dir.h"
@@ -110,7 +114,7 @@ TEST_P(ResumeTest, InterruptedRunFinishesBitIdentical) {
     const History h = resumed.fit(data.x, data.y, options({restore}));
     ASSERT_TRUE(restore->restored().has_value());
     EXPECT_EQ(restore->restored()->iterations, crash_at);
-    EXPECT_EQ(h.epochs.size(), static_cast<std::size_t>(3 - crash_at / 5));
+    EXPECT_EQ(h.epochs.size(), 3u) << "the History holds every epoch of the run";
     const Outcome got = outcome_of(resumed);
     EXPECT_EQ(got.iterations, expected.iterations);
     EXPECT_EQ(got.loss_scale, expected.loss_scale);
@@ -132,6 +136,149 @@ TEST(ResumeTest, TheLossScaleStateChangesDuringTheRun) {
   model.fit(data.x, data.y, options({}));
   const Outcome o = outcome_of(model);
   EXPECT_NE(o.loss_scale, 16384.0);
+}
+
+// Every epoch's record, field by field (step times aside: they are timings, and a restored epoch
+// has none).
+void expect_same_history(const History& got, const History& expected) {
+  ASSERT_EQ(got.epochs.size(), expected.epochs.size());
+  for (std::size_t i = 0; i < got.epochs.size(); ++i) {
+    SCOPED_TRACE("epoch " + std::to_string(i + 1));
+    EXPECT_EQ(got.epochs[i].epoch, expected.epochs[i].epoch);
+    EXPECT_EQ(got.epochs[i].metrics, expected.epochs[i].metrics);  // every key, exactly
+    EXPECT_EQ(got.epochs[i].loss_scale, expected.epochs[i].loss_scale);
+    EXPECT_EQ(got.epochs[i].skipped_steps, expected.epochs[i].skipped_steps);
+  }
+  EXPECT_EQ(got.history, expected.history);
+}
+
+FitOptions four_epochs(std::vector<callbacks::CallbackRef> cbs, int epochs = 4) {
+  FitOptions o = options(std::move(cbs));
+  o.epochs = epochs;
+  o.validation_split = 0.2;  // val_loss and val_accuracy in the record too
+  return o;
+}
+
+// Issue 33: the History of a resumed fit() holds every epoch of the run, and the resumed epoch's
+// training metrics (its loss and accuracy over all its batches) equal the uninterrupted run's:
+// the epochs so far and the epoch's running sums travel in the checkpoint.
+TEST_P(ResumeTest, TheResumedHistoryHoldsEveryEpochWithTheUninterruptedValues) {
+  testing::PolicyGuard guard(GetParam());
+  const auto data = testing::blobs(100, 3);  // 80 for training: 5 batches per epoch, 20 in all
+
+  Model reference = make_model(11);
+  const History expected = reference.fit(data.x, data.y, four_epochs({}));
+  ASSERT_EQ(expected.epochs.size(), 4u);
+  ASSERT_TRUE(expected.epochs[0].metrics.contains("val_accuracy"));
+  const Outcome expected_outcome = outcome_of(reference);
+
+  // fit() 2 epochs, then a new model resumes to 4 from the checkpoint of the end of epoch 2.
+  {
+    testing::TempDir dir;
+    const callbacks::BackupAndRestoreOptions backup{.backup_dir = dir.path(),
+                                                    .delete_checkpoint = false};
+    Model first = make_model(11);
+    first.fit(data.x, data.y, four_epochs({callbacks::BackupAndRestore(backup)}, 2));
+    Model resumed = make_model(999);
+    set_seed(123456);
+    const History h =
+        resumed.fit(data.x, data.y, four_epochs({callbacks::BackupAndRestore(backup)}));
+    expect_same_history(h, expected);
+    EXPECT_TRUE(outcome_of(resumed).weights == expected_outcome.weights) << "weights differ";
+  }
+  // Stopped inside epoch 2 (after its 2nd batch) and inside epoch 4 (after its 4th).
+  for (const std::int64_t crash_at : {7, 19}) {
+    SCOPED_TRACE("crash after batch " + std::to_string(crash_at));
+    testing::TempDir dir;
+    const callbacks::BackupAndRestoreOptions backup{.backup_dir = dir.path(), .save_freq = 1};
+    Model first = make_model(11);
+    EXPECT_THROW(
+        first.fit(data.x, data.y,
+                  four_epochs({callbacks::BackupAndRestore(backup), CrashAfter(crash_at)})),
+        Crash);
+    Model resumed = make_model(999);
+    set_seed(123456);
+    const History h =
+        resumed.fit(data.x, data.y, four_epochs({callbacks::BackupAndRestore(backup)}));
+    expect_same_history(h, expected);
+    EXPECT_TRUE(outcome_of(resumed).weights == expected_outcome.weights) << "weights differ";
+  }
+}
+
+// A checkpoint written before checkpoints kept the record still resumes, bit-identical; its
+// History then starts at the resumed epoch, and a warning says so once.
+TEST(ResumeTest, ACheckpointWithoutTheRecordResumesWithTheHistoryFromThere) {
+  const auto data = testing::blobs(100, 3);
+  Model reference = make_model(11);
+  const History expected = reference.fit(data.x, data.y, four_epochs({}));
+
+  testing::TempDir dir;
+  const callbacks::BackupAndRestoreOptions backup{.backup_dir = dir.path(),
+                                                  .delete_checkpoint = false};
+  Model first = make_model(11);
+  first.fit(data.x, data.y, four_epochs({callbacks::BackupAndRestore(backup)}, 2));
+  const std::vector<std::filesystem::path> files =
+      callbacks::BackupAndRestore(backup).checkpoints();
+  ASSERT_FALSE(files.empty());
+  const std::filesystem::path newest = files.back();  // the one a resume restores
+  // The file as an older mixprec wrote it: the same state without "record" (and its checksums
+  // written again by save_safetensors).
+  io::SafetensorsContents old = io::load_safetensors(newest);
+  auto state = nlohmann::json::parse(old.metadata.at("state"));
+  ASSERT_TRUE(state.contains("record"));
+  state.erase("record");
+  old.metadata["state"] = state.dump();
+  old.metadata.erase("mixprec_crc32c");
+  io::save_safetensors(newest, old.tensors, old.metadata);
+
+  std::vector<std::string> warnings;
+  const LogHandler previous = set_log_handler([&](LogLevel level, std::string_view message) {
+    if (level == LogLevel::warning) warnings.emplace_back(message);
+  });
+  Model resumed = make_model(999);
+  const History h = resumed.fit(data.x, data.y, four_epochs({callbacks::BackupAndRestore(backup)}));
+  set_log_handler(previous);
+
+  ASSERT_EQ(h.epochs.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(h.epochs[i].epoch, expected.epochs[i + 2].epoch);
+    EXPECT_EQ(h.epochs[i].metrics, expected.epochs[i + 2].metrics);
+  }
+  EXPECT_TRUE(outcome_of(resumed).weights == outcome_of(reference).weights) << "weights differ";
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(newest.string() + ": written before checkpoints kept the run's "
+                                               "record"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("starts at epoch 3"), std::string::npos) << warnings[0];
+}
+
+// Inside an epoch the checkpoint holds the running sums of the metrics it was trained with; a
+// model compiled with other metrics cannot continue them: an error naming both, nothing restored.
+TEST(ResumeTest, ResumingInsideAnEpochWithOtherMetricsIsAClearError) {
+  const auto data = testing::blobs(80, 3);
+  testing::TempDir dir;
+  const callbacks::BackupAndRestoreOptions backup{.backup_dir = dir.path(), .save_freq = 1};
+  Model first = make_model(11);
+  EXPECT_THROW(
+      first.fit(data.x, data.y, options({callbacks::BackupAndRestore(backup), CrashAfter(2)})),
+      Crash);
+  Model second = make_model(11);
+  second.compile({.optimizer = mixed_precision::LossScaleOptimizer(
+                      optimizers::Adam({.learning_rate = 0.01}),
+                      {.initial_scale = 16384.0, .dynamic_growth_steps = 2}),
+                  .metrics = {"sparse_categorical_accuracy"}});
+  const std::vector<Tensor> before = second.get_weights();
+  try {
+    second.fit(data.x, data.y, options({callbacks::BackupAndRestore(backup)}));
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("ckpt-2.safetensors: "), std::string::npos) << m;
+    EXPECT_NE(m.find("were loss, accuracy"), std::string::npos) << m;
+    EXPECT_NE(m.find("compiled with loss, sparse_categorical_accuracy"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(bytes_of(second.get_weights()[0]) == bytes_of(before[0])) << "nothing restored";
 }
 
 TEST(ResumeTest, ACheckpointOfAnotherRunShapeIsAClearError) {

@@ -223,6 +223,19 @@ TEST(CheckpointIntegrityTest, OutOfRangeValuesAreErrorsNamingTheFileAndTheField)
       {"/position/step", 1.5, "state.position.step", "1.5"},
       {"/learning_rate", -0.5, "state.learning_rate", "-0.5"},
       {"/world_size", 0, "state.world_size", "0"},
+      // The run's record: the epochs so far and the running sums of the epoch it stands in.
+      {"/record/epochs",
+       json::array(
+           {{{"epoch", 1}, {"metrics", json::object()}, {"seconds", 1}, {"skipped_steps", 0}}}),
+       "state.record.epochs", "1"},
+      {"/record/epoch_sums/sums/0/count", 1.5, "state.record.epoch_sums.sums[0].count", "1.5"},
+      {"/record/epoch_sums/sums/0/count", -48, "state.record.epoch_sums.sums[0].count", "-48"},
+      {"/record/epoch_sums/sums/0/total", "lots", "state.record.epoch_sums.sums[0].total",
+       "\"lots\""},
+      {"/record/epoch_sums/sums/0/name", "accuracy", "state.record.epoch_sums.sums[0].name",
+       "\"accuracy\""},
+      {"/record/epoch_sums/skipped_before", 5, "state.record.epoch_sums.skipped_before", "5"},
+      {"/record/epoch_sums/skipped_before", -1, "state.record.epoch_sums.skipped_before", "-1"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.field + " = " + c.value.dump());

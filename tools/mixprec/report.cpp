@@ -56,8 +56,14 @@ double seconds_per_epoch(const RunResult& run) {
 double samples_per_second(const RunResult& run) {
   const StepStats s = run_step_stats(run);
   if (s.total_ms <= 0.0) return 0.0;
-  const double samples =
-      static_cast<double>(run.train_samples) * static_cast<double>(run.history.epochs.size());
+  // The samples of the steps timed: epochs restored from a checkpoint carry no step times, and a
+  // resumed epoch times only its batches after the checkpoint.
+  double samples = 0.0;
+  for (const auto& epoch : run.history.epochs) {
+    samples += std::min(
+        static_cast<double>(run.train_samples),
+        static_cast<double>(epoch.step_ms.size()) * static_cast<double>(run.config.batch_size));
+  }
   return samples / (s.total_ms / 1e3);
 }
 

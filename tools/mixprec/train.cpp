@@ -45,7 +45,9 @@ void print_header(const RunConfig& c, const LoadedData& data, std::FILE* out) {
 
 void print_summary(const RunResult& r, std::FILE* out) {
   std::fprintf(out, "Test loss: %.4f - test accuracy: %.4f\n", r.test_loss, r.test_accuracy);
-  if (r.history.epochs.empty()) {  // a complete run restored from --checkpoint-dir: no timings
+  // A complete run restored from --checkpoint-dir: its epochs (when the checkpoint recorded them)
+  // carry no step times.
+  if (run_step_stats(r).count == 0) {
     std::fflush(out);
     return;
   }
