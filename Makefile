@@ -23,13 +23,14 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
 # The library under the sanitizers through its unit and op tests (every op, layer, optimizer,
-# reader and the loss scaling); the CLI and the long training runs are left to `make test`.
+# reader and the loss scaling) and the fuzz corpora's replays; the CLI and the long training runs
+# are left to `make test`.
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g" \
 	  -DMIXPREC_SANITIZE=address,undefined -DMIXPREC_CUDA=OFF -DMIXPREC_BUILD_BENCH=OFF \
 	  -DMIXPREC_BUILD_EXAMPLES=OFF -DMIXPREC_BUILD_TOOLS=OFF $(CMAKE_ARGS)
 	cmake --build $(ASAN_BUILD) -j$(JOBS) --target mixprec_unit_tests mixprec_op_tests \
-	  mixprec_tfevents_sample
+	  mixprec_tfevents_sample mixprec_fuzz_replays
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure --no-tests=error -j$(JOBS) -L "unit|ops"
 
