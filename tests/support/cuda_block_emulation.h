@@ -38,6 +38,7 @@
 
 #include "mixprec/bfloat16.h"
 #include "mixprec/float16.h"
+#include "support/cuda_emulation_storage.h"
 
 #undef __global__
 #undef __device__
@@ -51,23 +52,6 @@
 #define __launch_bounds__(...)
 
 namespace mixprec::cuda::kernels {
-
-template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-inline float to_compute(float v) { return v; }
-inline double to_compute(double v) { return v; }
-inline float to_compute(float16 v) { return static_cast<float>(v); }
-inline float to_compute(bfloat16 v) { return static_cast<float>(v); }
-
-template <typename T>
-T from_compute(compute_t<T> v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
-    return T(v);
-  } else {
-    return v;
-  }
-}
 
 // The CUDA math library's expf / logf are within 2 ulp of the host's (not bit for bit).
 using std::exp;

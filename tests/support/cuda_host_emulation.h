@@ -15,6 +15,7 @@
 
 #include "mixprec/bfloat16.h"
 #include "mixprec/float16.h"
+#include "support/cuda_emulation_storage.h"
 
 #undef __global__
 #undef __device__
@@ -32,23 +33,6 @@ namespace emulation {
 // kernel launch's identity for block_ordered_sum's cache).
 inline std::int64_t thread = 0, threads = 1, grids = 0;
 }  // namespace emulation
-
-template <typename T>
-using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
-
-inline float to_compute(float v) { return v; }
-inline double to_compute(double v) { return v; }
-inline float to_compute(float16 v) { return static_cast<float>(v); }
-inline float to_compute(bfloat16 v) { return static_cast<float>(v); }
-
-template <typename T>
-T from_compute(compute_t<T> v) {
-  if constexpr (std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>) {
-    return T(v);
-  } else {
-    return v;
-  }
-}
 
 // CUDA's sqrt(float) and sqrt(double) are correctly rounded (nvcc's default -prec-sqrt=true), as
 // the host's.
