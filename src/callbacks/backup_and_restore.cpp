@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "callbacks/rank_zero.h"
+#include "io/checkpoint_state.h"
 #include "mixprec/error.h"
 #include "mixprec/logging.h"
 #include "mixprec/models/model.h"
@@ -144,7 +145,8 @@ void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs& logs) 
 void BackupAndRestore::backup() { (void)backup_now(); }
 
 std::filesystem::path BackupAndRestore::backup_now() {
-  ++next_number_;  // the same numbering on every rank
+  ++next_number_;                            // the same numbering on every rank
+  io::detail::gather_running_sums(model());  // data-parallel: a collective, on every rank
   const std::filesystem::path path =
       options_.backup_dir / (kPrefix + std::to_string(next_number_ - 1) + kSuffix);
   if (!detail::writes_files()) return path;  // data-parallel: rank 0 writes, every rank restores

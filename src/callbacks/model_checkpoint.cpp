@@ -7,6 +7,7 @@
 
 #include "callbacks/filepath_template.h"
 #include "callbacks/rank_zero.h"
+#include "io/checkpoint_state.h"
 #include "mixprec/error.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/logging.h"
@@ -60,6 +61,9 @@ void ModelCheckpoint::on_train_batch_end(std::int64_t batch, const Logs& logs) {
 }
 
 void ModelCheckpoint::save(int epoch, std::int64_t batch, const Logs& logs) {
+  // Data-parallel: the group's running sums for rank 0's checkpoint, on every rank before any
+  // rank decides (a collective).
+  if (!options_.save_weights_only) io::detail::gather_running_sums(model());
   if (options_.save_best_only) {
     const std::optional<double> value = monitor_.read(logs);
     if (!value) {

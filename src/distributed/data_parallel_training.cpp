@@ -78,6 +78,25 @@ std::vector<std::pair<std::string, double>> results_across_ranks(const models::M
   return local;
 }
 
+std::vector<models::NamedSums> sums_across_ranks(const models::MetricState& state) {
+  std::vector<models::NamedSums> sums = state.sums();
+  if (world_size() == 1) return sums;
+  // One all-reduce of [count, total] per running mean, in float64.
+  Tensor packed = zeros(Shape{static_cast<std::int64_t>(2 * sums.size())},
+                        {.dtype = DType::float64, .device = Device::cpu()});
+  double* p = packed.data<double>();
+  for (std::size_t k = 0; k < sums.size(); ++k) {
+    p[2 * k] = sums[k].count;
+    p[2 * k + 1] = sums[k].total;
+  }
+  all_reduce(packed, ReduceOp::sum);
+  for (std::size_t k = 0; k < sums.size(); ++k) {
+    sums[k].count = p[2 * k];
+    sums[k].total = p[2 * k + 1];
+  }
+  return sums;
+}
+
 bool any_rank(bool stop) {
   if (world_size() == 1) return stop;
   return all_reduce(stop ? 1.0 : 0.0, ReduceOp::max) > 0.0;

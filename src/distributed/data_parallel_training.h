@@ -17,7 +17,8 @@
 
 namespace mixprec::models {
 struct MetricState;
-}
+struct NamedSums;
+}  // namespace mixprec::models
 
 namespace mixprec::distributed::detail {
 
@@ -38,6 +39,9 @@ std::int64_t global_batch_rows(const data::Epoch& epoch, std::int64_t i);
 // same point). Each value is the sample-weighted mean of the ranks' values: exact for the built-in
 // metrics, whose counts are proportional to the samples (every sample of a batch counts the same).
 std::vector<std::pair<std::string, double>> results_across_ranks(const models::MetricState& state);
+
+// The running sums (MetricState::sums()) of every rank added up, on every rank: a collective.
+std::vector<models::NamedSums> sums_across_ranks(const models::MetricState& state);
 
 // Whether any rank wants to stop (a collective; in a group of one, `stop` itself).
 bool any_rank(bool stop);

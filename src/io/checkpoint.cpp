@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/data_parallel_training.h"
 #include "io/checkpoint_state.h"
 #include "io/json_limits.h"
 #include "io/model_files.h"
@@ -194,13 +195,19 @@ std::vector<EpochLog> recorded_epochs(const models::FitRun& run, int next_epoch)
 }
 
 // The record of a running fit() (state "record"): its History so far and, inside an epoch, the
-// epoch's running sums (one process only: in a data-parallel run each counts its own shard).
+// epoch's running sums (in a data-parallel run the group's, gathered by gather_running_sums at
+// this point; without them the record keeps none).
 json record_of(const Model& model, const models::FitRun& run) {
   const models::ResumePoint next = run.next_point();
   std::optional<models::EpochSums> sums;
   const auto& training = model.model_impl().training;
-  if (next.step > 0 && training && distributed::world_size() == 1) {
-    sums = models::EpochSums{training->train_metrics.sums(), run.skipped_before};
+  if (next.step > 0 && training) {
+    if (distributed::world_size() == 1) {
+      sums = models::EpochSums{training->train_metrics.sums(), run.skipped_before};
+    } else if (run.group_sums && run.group_sums->epoch == next.epoch &&
+               run.group_sums->step == next.step) {
+      sums = run.group_sums->sums;
+    }
   }
   return detail::record_to_json(recorded_epochs(run, next.epoch), sums);
 }
@@ -220,6 +227,24 @@ void check_sums_match(const Model& model, const models::EpochSums& sums, const s
 }
 
 }  // namespace
+
+namespace detail {
+
+void gather_running_sums(const Model& model) {
+  if (distributed::world_size() == 1) return;
+  models::FitRun* run = model.model_impl().fit_run;
+  const auto& training = model.model_impl().training;
+  if (!run || !training) return;
+  run->group_sums.reset();
+  const models::ResumePoint next = run->next_point();
+  if (next.step == 0) return;  // the same on every rank: they stand at the same batch
+  run->group_sums = models::FitRun::GroupSums{
+      next.epoch, next.step,
+      models::EpochSums{distributed::detail::sums_across_ranks(training->train_metrics),
+                        run->skipped_before}};
+}
+
+}  // namespace detail
 
 void save_checkpoint(const Model& model, const std::filesystem::path& path) {
   const optimizers::Optimizer opt = compiled_optimizer(model, "save_checkpoint");

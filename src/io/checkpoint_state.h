@@ -11,6 +11,10 @@
 
 #include "mixprec/models/training.h"
 #include "mixprec/optimizers/optimizer.h"
+
+namespace mixprec {
+class Model;
+}
 #include "mixprec/random.h"
 #include "models/fit_run.h"
 
@@ -56,6 +60,12 @@ void record_from_json(const nlohmann::json& j, double skipped_steps, models::Res
 
 // A number as messages show it: printf's %g (1e-50, 1e+40).
 std::string format_number(double value);
+
+// Data-parallel fit(): the training metrics' running sums of every rank added up and kept in the
+// run (FitRun::group_sums) for a checkpoint that rank 0 then writes at this point. A collective:
+// every rank calls it at the same batch, wherever a callback may checkpoint (before deciding
+// whether to); nothing without a group or outside fit().
+void gather_running_sums(const Model& model);
 
 // The world size a checkpoint's state records ("world_size"; 1 when absent: checkpoints written
 // before the field, all by one process). IOError for a value that is not a positive integer.

@@ -222,7 +222,13 @@ class FitLoop {
     state_.train_metrics.reset();
     std::int64_t skipped_before = state_.loss_scale ? state_.loss_scale->skipped_steps() : 0;
     if (sums) {
-      state_.train_metrics.set_sums(sums->sums);
+      // Data-parallel: the group's sums continue on rank 0 only (the epoch's metrics add every
+      // rank's).
+      std::vector<models::NamedSums> mine = sums->sums;
+      if (data_parallel() && distributed::rank() != 0) {
+        for (models::NamedSums& s : mine) s.count = s.total = 0.0;
+      }
+      state_.train_metrics.set_sums(mine);
       skipped_before = sums->skipped_before;
     }
     run_.epoch = e;

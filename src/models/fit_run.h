@@ -43,8 +43,9 @@ struct ResumePoint {
   // The epochs before `epoch` as fit()'s History recorded them (without their step times);
   // nullopt for a checkpoint written before checkpoints kept them.
   std::optional<std::vector<EpochLog>> history;
-  // The epoch's running sums when `step` > 0 (absent from a data-parallel run's checkpoints:
-  // each process counts its own shard).
+  // The epoch's running sums when `step` > 0. In a data-parallel run they are the group's (every
+  // rank's shard summed): on resuming, rank 0 continues from them and the other ranks from zero,
+  // so that the epoch's metrics across ranks are those of the uninterrupted run.
   std::optional<EpochSums> epoch_sums;
 };
 
@@ -68,6 +69,16 @@ struct FitRun {
   // Set when this epoch's end begins (its on_epoch_end): from there a checkpoint continues with
   // the next epoch.
   bool epoch_ending = false;
+
+  // Data-parallel: the running sums of every rank together, at batch `step` of epoch `epoch`,
+  // gathered by a collective where every rank may checkpoint (io::detail::gather_running_sums),
+  // for rank 0's checkpoint. A checkpoint at another point keeps no sums.
+  struct GroupSums {
+    int epoch = 0;
+    std::int64_t step = 0;
+    EpochSums sums;
+  };
+  std::optional<GroupSums> group_sums;
 
   // The point after everything done so far: this epoch's next batch; the end of this epoch when
   // its batches are done but its end has not begun (step == steps: a resumed fit() then ends it,

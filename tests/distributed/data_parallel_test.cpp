@@ -374,5 +374,62 @@ TEST(DataParallelFit, OnlyRankZeroWritesFiles) {
   std::filesystem::remove_all(dir);
 }
 
+// Stops fit() after batch `batch` of epoch `epoch` (0-based), as an interruption would.
+struct StopAt : callbacks::Callback {
+  int epoch;
+  std::int64_t batch;
+  int current = -1;
+  StopAt(int e, std::int64_t b) : epoch(e), batch(b) {}
+  void on_epoch_begin(int e, const callbacks::Logs&) override { current = e; }
+  void on_train_batch_end(std::int64_t b, const callbacks::Logs&) override {
+    if (current == epoch && b == batch) model().set_stop_training(true);
+  }
+};
+
+// A checkpoint taken inside an epoch keeps the running sums of the whole group (every rank's
+// shard), so that the resumed epoch reports the uninterrupted run's metrics. Before, each rank
+// counted its own shard and rank 0's checkpoint kept none: the resumed epoch's loss and accuracy
+// were those of its remaining batches only.
+TEST(DataParallelFit, ResumeInsideAnEpochReportsTheUninterruptedMetrics) {
+  // One directory for the group: rank 0's process id, shared by a collective.
+  const double root_pid = distributed::all_reduce(
+      distributed::rank() == 0 ? static_cast<double>(::getpid()) : 0.0, distributed::ReduceOp::max);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("mixprec_dp_resume_" + std::to_string(static_cast<long long>(root_pid)));
+  const Data d = make_data(48, 9);  // batches of 8: 6 per epoch
+  const FitOptions base{.batch_size = 8, .epochs = 2, .verbose = Verbosity::silent};
+
+  Model whole = make_mlp(71);
+  compile_sgd(whole);
+  FitOptions o = base;
+  o.distribute = DataParallel{};
+  const History uninterrupted = whole.fit(d.x, d.y, o);
+
+  Model first = make_mlp(71);
+  compile_sgd(first);
+  o.callbacks = {callbacks::BackupAndRestore(
+                     {.backup_dir = dir, .save_freq = std::int64_t{3}, .delete_checkpoint = false}),
+                 StopAt(1, 2)};  // the backup after batch 3 of epoch 2, then stop
+  (void)first.fit(d.x, d.y, o);
+
+  Model resumed = make_mlp(72);  // other weights: the checkpoint restores them
+  compile_sgd(resumed);
+  o.callbacks = {callbacks::BackupAndRestore({.backup_dir = dir})};
+  const History after = resumed.fit(d.x, d.y, o);
+
+  ASSERT_EQ(after.epochs.size(), 2u);
+  ASSERT_EQ(uninterrupted.epochs.size(), 2u);
+  for (const char* name : {"loss", "accuracy"}) {
+    SCOPED_TRACE(name);
+    const double want = uninterrupted.epochs[1].metrics.at(name);
+    EXPECT_NEAR(after.epochs[1].metrics.at(name), want, 1e-9 * std::max(1.0, std::abs(want)));
+    EXPECT_EQ(after.epochs[0].metrics.at(name), uninterrupted.epochs[0].metrics.at(name));
+  }
+  EXPECT_EQ(flat_weights(resumed), flat_weights(whole));
+  if (distributed::rank() == 0) std::filesystem::remove_all(dir);
+  (void)distributed::all_reduce(0.0, distributed::ReduceOp::max);  // no rank races the removal
+}
+
 }  // namespace
 }  // namespace mixprec
