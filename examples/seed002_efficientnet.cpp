@@ -76,7 +76,8 @@ Run train_one(const std::string& policy, const std::string& prefix, std::int64_t
       0, {.input_size = input_size, .channels = 3, .classes = data.classes, .name = name});
   model.compile({.optimizer = mp::optimizers::Adam(),  // "adam": learning rate 1e-3
                  .loss = "sparse_categorical_crossentropy",
-                 .metrics = {"accuracy"}});
+                 .metrics = {"accuracy"},
+                 .steps_per_execution = 16});  // as the notebook: 16 batches per execution
   std::printf("\n%s: policy %s, global batch size %lld, %lld parameters\n", name.c_str(),
               policy.c_str(), static_cast<long long>(batch),
               static_cast<long long>(model.count_params()));

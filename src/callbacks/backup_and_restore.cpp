@@ -6,6 +6,7 @@
 #include <system_error>
 #include <utility>
 
+#include "callbacks/batch_count.h"
 #include "callbacks/rank_zero.h"
 #include "io/checkpoint_state.h"
 #include "mixprec/error.h"
@@ -85,6 +86,7 @@ void BackupAndRestore::on_train_begin(const Logs& logs) {
   deletable_.clear();
   kept_.clear();
   batches_seen_ = 0;
+  execution_begun_ = -1;
   std::error_code ec;
   std::filesystem::create_directories(options_.backup_dir, ec);
   if (ec) {
@@ -137,9 +139,14 @@ void BackupAndRestore::on_epoch_end(int epoch, const Logs& logs) {
   if (every_batches_ == 0) backup();
 }
 
+void BackupAndRestore::on_train_batch_begin(std::int64_t batch, const Logs& logs) {
+  (void)logs;
+  detail::begin_batches(execution_begun_, batch);
+}
+
 void BackupAndRestore::on_train_batch_end(std::int64_t batch, const Logs& logs) {
-  (void)batch, (void)logs;
-  if (every_batches_ > 0 && ++batches_seen_ % every_batches_ == 0) backup();
+  (void)logs;
+  if (detail::end_batches(every_batches_, batches_seen_, execution_begun_, batch)) backup();
 }
 
 void BackupAndRestore::backup() { (void)backup_now(); }

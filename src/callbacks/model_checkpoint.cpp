@@ -5,6 +5,7 @@
 #include <iostream>
 #include <system_error>
 
+#include "callbacks/batch_count.h"
 #include "callbacks/filepath_template.h"
 #include "callbacks/rank_zero.h"
 #include "io/checkpoint_state.h"
@@ -44,6 +45,7 @@ ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options)
 void ModelCheckpoint::on_train_begin(const Logs& logs) {
   (void)logs;
   batches_seen_ = 0;
+  execution_begun_ = -1;
   monitor_.set_best(options_.initial_value_threshold);
 }
 
@@ -56,8 +58,15 @@ void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
   if (every_batches_ == 0) save(epoch, params().steps - 1, logs);
 }
 
+void ModelCheckpoint::on_train_batch_begin(std::int64_t batch, const Logs& logs) {
+  (void)logs;
+  detail::begin_batches(execution_begun_, batch);
+}
+
 void ModelCheckpoint::on_train_batch_end(std::int64_t batch, const Logs& logs) {
-  if (every_batches_ > 0 && ++batches_seen_ % every_batches_ == 0) save(epoch_, batch, logs);
+  if (detail::end_batches(every_batches_, batches_seen_, execution_begun_, batch)) {
+    save(epoch_, batch, logs);
+  }
 }
 
 void ModelCheckpoint::save(int epoch, std::int64_t batch, const Logs& logs) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "callbacks/batch_count.h"
 #include "callbacks/rank_zero.h"
 #include "mixprec/error.h"
 #include "mixprec/io/summary_writer.h"
@@ -68,6 +69,7 @@ TensorBoard::~TensorBoard() = default;
 void TensorBoard::on_train_begin(const Logs& logs) {
   (void)logs;
   batches_seen_ = 0;
+  execution_begun_ = -1;
   validation_.reset();
   train_.reset();
   // Data-parallel: rank 0 writes; elsewhere no writer is open and every hook returns at once.
@@ -85,10 +87,15 @@ io::SummaryWriter& TensorBoard::validation_writer() {
   return *validation_;
 }
 
+void TensorBoard::on_train_batch_begin(std::int64_t batch, const Logs& logs) {
+  (void)logs;
+  detail::begin_batches(execution_begun_, batch);
+}
+
 void TensorBoard::on_train_batch_end(std::int64_t batch, const Logs& logs) {
-  (void)batch;
+  // Counted on every rank (the writer is rank 0's).
+  if (!detail::end_batches(every_batches_, batches_seen_, execution_begun_, batch)) return;
   if (!train_) return;
-  if (every_batches_ == 0 || ++batches_seen_ % every_batches_ != 0) return;
   const std::int64_t step = model().optimizer().iterations();
   for (const auto& [name, value] : logs) train_->scalar("batch_" + name, step, value);
 }

@@ -58,11 +58,27 @@ void CallbackList::on_train_batch_end(std::int64_t batch, const callbacks::Logs&
 void CallbackList::on_test_begin(const callbacks::Logs& logs) {
   for (callbacks::Callback* c : all_) c->on_test_begin(logs);
 }
+void CallbackList::on_test_batch_begin(std::int64_t batch, const callbacks::Logs& logs) {
+  for (callbacks::Callback* c : all_) c->on_test_batch_begin(batch, logs);
+}
 void CallbackList::on_test_batch_end(std::int64_t batch, const callbacks::Logs& logs) {
   for (callbacks::Callback* c : all_) c->on_test_batch_end(batch, logs);
 }
 void CallbackList::on_test_end(const callbacks::Logs& logs) {
   for (callbacks::Callback* c : all_) c->on_test_end(logs);
+}
+
+void CallbackList::on_predict_begin(const callbacks::Logs& logs) {
+  for (callbacks::Callback* c : all_) c->on_predict_begin(logs);
+}
+void CallbackList::on_predict_batch_begin(std::int64_t batch, const callbacks::Logs& logs) {
+  for (callbacks::Callback* c : all_) c->on_predict_batch_begin(batch, logs);
+}
+void CallbackList::on_predict_batch_end(std::int64_t batch, const callbacks::Logs& logs) {
+  for (callbacks::Callback* c : all_) c->on_predict_batch_end(batch, logs);
+}
+void CallbackList::on_predict_end(const callbacks::Logs& logs) {
+  for (callbacks::Callback* c : all_) c->on_predict_end(logs);
 }
 
 void CallbackList::interrupt() noexcept {

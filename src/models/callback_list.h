@@ -35,8 +35,13 @@ class CallbackList {
   void on_train_batch_begin(std::int64_t batch, const callbacks::Logs& logs);
   void on_train_batch_end(std::int64_t batch, const callbacks::Logs& logs);
   void on_test_begin(const callbacks::Logs& logs);
+  void on_test_batch_begin(std::int64_t batch, const callbacks::Logs& logs);
   void on_test_batch_end(std::int64_t batch, const callbacks::Logs& logs);
   void on_test_end(const callbacks::Logs& logs);
+  void on_predict_begin(const callbacks::Logs& logs);
+  void on_predict_batch_begin(std::int64_t batch, const callbacks::Logs& logs);
+  void on_predict_batch_end(std::int64_t batch, const callbacks::Logs& logs);
+  void on_predict_end(const callbacks::Logs& logs);
 
   // The params of an evaluation pass (its batch count) for the test hooks, then back.
   void set_steps(std::int64_t steps);

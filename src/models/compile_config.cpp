@@ -34,6 +34,8 @@ constexpr std::size_t kMaxCompileConfigBytes = 1u << 20;
 // A LossScaleOptimizer around an optimizer with a schedule is about 8 levels deep.
 constexpr std::size_t kMaxCompileConfigDepth = 32;
 constexpr std::size_t kMaxMetrics = 64;
+// steps_per_execution in a saved compile config: any count a training could use.
+constexpr std::int64_t kMaxStepsPerExecution = std::int64_t{1} << 40;
 constexpr std::size_t kMaxExcludedNames = 256;
 constexpr double kBig = 1e30;
 
@@ -379,6 +381,7 @@ std::string compile_config_to_json(const Model& model) {
   json metrics = json::array();
   for (const auto& m : state->options.metrics) metrics.push_back(metric_config(m));
   c["metrics"] = std::move(metrics);
+  c["steps_per_execution"] = state->options.steps_per_execution;
   return c.dump();
 }
 
@@ -407,6 +410,11 @@ CompileOptions compile_options_from_json(const std::string& text) {
     for (std::size_t i = 0; i < metrics.size(); ++i) {
       options.metrics.push_back(read_metric(
           metrics[i], "compile config: \"metrics\"[" + std::to_string(i) + "]", loss_name));
+    }
+    // Absent from the settings of models saved before it existed: 1.
+    if (top.has("steps_per_execution")) {
+      options.steps_per_execution = top.integer("steps_per_execution", 1, kMaxStepsPerExecution,
+                                                "a number of batches per execution");
     }
     top.finish();
   } catch (const ValueError&) {

@@ -1,5 +1,6 @@
 // Model::evaluate and Model::predict on tensors and on a data::Pipeline: batched inference under
 // NoGradScope (the tensor forms are pipelines without steps).
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,19 +30,36 @@ void check_batch_size(const Model& model, const char* what, std::int64_t batch_s
   }
 }
 
-// predict() on a pipeline: the outputs of every batch, concatenated.
+// predict() on a pipeline: the outputs of every batch, concatenated. A compiled model runs its
+// steps_per_execution batches per execution (the callbacks and the progress see executions).
 Tensor predict_pipeline(Model& model, const data::Pipeline& data, const PredictOptions& options) {
   NoGradScope no_grad;
   const data::Epoch epoch = data.dataset().batches(options.batch_size);
   // The outputs stay on the model's device (as model(x) does); the inputs are prefetched there.
   data::Prefetcher batches(data, epoch, data::prefetch_options_for(models::model_device(model)));
   std::optional<callbacks::ProgressBar> progress = models::make_progress(options.verbose);
+  const auto& training = model.model_impl().training;
+  const std::int64_t per_execution = training ? training->options.steps_per_execution : 1;
+  models::CallbackList callbacks(model, options.callbacks, Verbosity::silent, false,
+                                 {.steps = epoch.size()});
   if (progress) progress->start(epoch.size());
   std::vector<Tensor> outputs;
   outputs.reserve(static_cast<std::size_t>(epoch.size()));
-  for (std::int64_t i = 0; i < epoch.size(); ++i) {
-    outputs.push_back(model(batches.next().x, CallOptions{.training = false}));
-    if (progress && progress->due()) progress->update(i + 1, {});
+  try {
+    callbacks.on_predict_begin({});
+    for (std::int64_t first = 0; first < epoch.size(); first += per_execution) {
+      const std::int64_t end = std::min(epoch.size(), first + per_execution);
+      callbacks.on_predict_batch_begin(first, {});
+      for (std::int64_t i = first; i < end; ++i) {
+        outputs.push_back(model(batches.next().x, CallOptions{.training = false}));
+      }
+      callbacks.on_predict_batch_end(end - 1, {});
+      if (progress && progress->due()) progress->update(end, {});
+    }
+    callbacks.on_predict_end({});
+  } catch (...) {
+    if (progress) progress->interrupt();
+    throw;
   }
   if (progress) progress->finish({});
   // concat copies even a single batch, so the result never aliases x (an identity model).
@@ -70,16 +88,21 @@ Scores evaluate_with_callbacks(Model& model, TrainingState& state, const data::P
       data::prefetch_options_for(model_device(model)));
   callbacks.set_steps(epoch.size());
   callbacks.on_test_begin({});
+  const std::int64_t per_execution = state.options.steps_per_execution;
   try {
-    for (std::int64_t i = 0; i < epoch.size(); ++i) {
-      const data::Batch batch = batches.next();
-      // A data-parallel rank may have no rows of a small last batch: it counts nothing.
-      if (batch.x.dim(0) > 0) {
-        const Tensor y_pred = model(batch.x, CallOptions{.training = false});
-        counted.update(batch_loss(state, batch.y, y_pred), batch.x.dim(0), batch.y, y_pred);
+    for (std::int64_t first = 0; first < epoch.size(); first += per_execution) {
+      const std::int64_t end = std::min(epoch.size(), first + per_execution);
+      callbacks.on_test_batch_begin(first, {});
+      for (std::int64_t i = first; i < end; ++i) {
+        const data::Batch batch = batches.next();
+        // A data-parallel rank may have no rows of a small last batch: it counts nothing.
+        if (batch.x.dim(0) > 0) {
+          const Tensor y_pred = model(batch.x, CallOptions{.training = false});
+          counted.update(batch_loss(state, batch.y, y_pred), batch.x.dim(0), batch.y, y_pred);
+        }
       }
       // Read only when a callback looks (the progress bar: when it redraws).
-      callbacks.on_test_batch_end(i,
+      callbacks.on_test_batch_end(end - 1,
                                   callbacks::Logs::lazy([&counted] { return counted.results(); }));
     }
   } catch (...) {

@@ -280,20 +280,26 @@ class FitLoop {
         },
         prefetch_);
     const models::TrainingState& state = state_;
-    for (std::int64_t i = first_step; i < steps_; ++i) {
-      callbacks_.on_train_batch_begin(i, {});
-      // Batch assembly: the rows in this epoch's order, then the pipeline's steps.
-      const data::Batch batch = batches.next();
-      // step_ms: the optimisation step itself (forward, backward, update, metrics), without
-      // batch assembly or callbacks; on a GPU measured there with events (step_timer.h).
-      if (dp)
-        step_.shard_weight = dp->shard_weight(distributed::detail::global_batch_rows(epoch, i));
-      timer_.step_started();
-      models::train_step(step_, batch.x, batch.y, {e + 1, i + 1});
-      timer_.step_finished();
-      run_.step = i + 1;
+    // Executions of steps_per_execution batches (the last of the epoch may be shorter); the batch
+    // hooks fire once per execution, with its first and its last batch.
+    const std::int64_t per_execution = state_.options.steps_per_execution;
+    for (std::int64_t first = first_step; first < steps_; first += per_execution) {
+      const std::int64_t end = std::min(steps_, first + per_execution);
+      callbacks_.on_train_batch_begin(first, {});
+      for (std::int64_t i = first; i < end; ++i) {
+        // Batch assembly: the rows in this epoch's order, then the pipeline's steps.
+        const data::Batch batch = batches.next();
+        // step_ms: the optimisation step itself (forward, backward, update, metrics), without
+        // batch assembly or callbacks; on a GPU measured there with events (step_timer.h).
+        if (dp)
+          step_.shard_weight = dp->shard_weight(distributed::detail::global_batch_rows(epoch, i));
+        timer_.step_started();
+        models::train_step(step_, batch.x, batch.y, {e + 1, i + 1});
+        timer_.step_finished();
+        run_.step = i + 1;
+      }
       // Read only when a callback looks (the progress bar: when it redraws).
-      callbacks_.on_train_batch_end(i, callbacks::Logs::lazy([&state, skipped_before] {
+      callbacks_.on_train_batch_end(end - 1, callbacks::Logs::lazy([&state, skipped_before] {
                                       return training_logs(state, skipped_before);
                                     }));
       agree_on_stopping();

@@ -282,6 +282,10 @@ optimizers::Optimizer compile_optimizer(const Model& model, optimizers::Optimize
 }
 
 void Model::compile(CompileOptions options) {
+  if (options.steps_per_execution < 1) {
+    throw ValueError("model '" + name() + "': compile(): steps_per_execution must be >= 1, got " +
+                     std::to_string(options.steps_per_execution));
+  }
   auto state = std::make_shared<models::TrainingState>();
   state->options = options;
   state->loss = compiled_loss(*this, options);

@@ -62,6 +62,16 @@ TEST_F(CliErrors, NegativeBatchSizeIsAUsageError) {
   expect_error(train({"--batch-size", "-3"}), 2, {"--batch-size must be positive, got -3"});
 }
 
+TEST_F(CliErrors, StepsPerExecutionBelowOneIsAUsageError) {
+  expect_error(train({"--steps-per-execution", "0"}), 2,
+               {"--steps-per-execution must be >= 1, got 0"});
+}
+
+TEST_F(CliErrors, StepsPerExecutionWithTheCustomLoopIsAUsageError) {
+  expect_error(train({"--steps-per-execution", "4", "--loop", "custom"}), 2,
+               {"--steps-per-execution needs --loop fit"});
+}
+
 TEST_F(CliErrors, NegativeEpochsIsAUsageError) {
   expect_error(train({"--epochs=-1"}), 2, {"--epochs must be >= 0, got -1"});
 }

@@ -147,6 +147,28 @@ TEST_F(CliRun, TrainFitWritesSaneMetricsJson) {
   check_train_json(read_json(path), "mixed_float16", "fit", 3, 32, /*expect_loss_scale=*/true);
 }
 
+// --steps-per-execution runs fit() with CompileOptions::steps_per_execution: the same training,
+// bit for bit (the JSON's losses and accuracies equal), and the value in the JSON.
+TEST_F(CliRun, TrainStepsPerExecutionTrainsAsOneStepPerExecution) {
+  std::vector<json> runs;
+  for (const char* n : {"1", "3"}) {
+    const std::string path = data_.file(std::string("metrics-") + n + ".json");
+    const auto r = run_cli({"train", "--dataset", dataset(), "--units", "16", "--epochs", "2",
+                            "--batch-size", "30", "--policy", "mixed_float16", "--verbose", "0",
+                            "--steps-per-execution", n, "--metrics-json", path});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    runs.push_back(read_json(path));
+    check_train_json(runs.back(), "mixed_float16", "fit", 2, 16, /*expect_loss_scale=*/true);
+    EXPECT_EQ(runs.back().at("steps_per_execution"), std::stoi(n));
+  }
+  for (const char* key : {"loss", "accuracy", "val_loss", "val_accuracy", "loss_scale"}) {
+    for (std::size_t e = 0; e < 2; ++e) {
+      EXPECT_EQ(runs[0].at("epochs")[e].at(key), runs[1].at("epochs")[e].at(key)) << key;
+    }
+  }
+  EXPECT_EQ(runs[0].at("test"), runs[1].at("test"));
+}
+
 TEST_F(CliRun, TrainCustomLoopWithLossScaling) {
   const std::string path = data_.file("metrics.json");
   const auto r = run_cli({"train", "--dataset", dataset(), "--units", "32", "--epochs", "3",

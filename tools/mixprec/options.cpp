@@ -98,6 +98,10 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
                  "fit (Model::fit) or custom (GradientTape + LossScaleOptimizer, seed 001)")
       ->check(CLI::IsMember({"fit", "custom"}))
       ->capture_default_str();
+  app.add_option("--steps-per-execution", o.steps_per_execution,
+                 "batches per execution of fit (Keras's steps_per_execution): callbacks and the "
+                 "progress see one event per N batches; on a GPU the steps replay as CUDA graphs")
+      ->capture_default_str();
   app.add_option("--validation-split", o.validation_split,
                  "fraction of the training data held out for validation, taken from the end "
                  "(seed 001 uses 0.2; 0 = none)")
@@ -324,6 +328,15 @@ void check_options(const TrainOptions& o) {
   }
   if (o.max_samples && *o.max_samples <= 0) {
     throw UsageError("--max-samples must be positive, got " + std::to_string(*o.max_samples));
+  }
+  if (o.steps_per_execution < 1) {
+    throw UsageError("--steps-per-execution must be >= 1, got " +
+                     std::to_string(o.steps_per_execution));
+  }
+  if (o.steps_per_execution != 1 && o.loop != "fit") {
+    throw UsageError(
+        "--steps-per-execution needs --loop fit (the custom loop runs one step at a "
+        "time)");
   }
   if (o.batch_size && *o.batch_size <= 0) {
     throw UsageError("--batch-size must be positive, got " + std::to_string(*o.batch_size));

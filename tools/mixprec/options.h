@@ -56,6 +56,8 @@ struct TrainOptions {
   std::string optimizer;  // "" = rmsprop for mlp (seed 001), adam otherwise (seed 002)
   std::optional<double> learning_rate;  // default: the optimizer's Keras default
   std::string loop = "fit";             // fit or custom (loop_choice())
+  // fit: batches per execution (CompileOptions::steps_per_execution).
+  std::int64_t steps_per_execution = 1;
   // Seed 001 trains with validation_split=0.2; so does mixprec train by default, so that the
   // progress shows val_loss / val_accuracy as in the guide. 0 trains on all 60,000 samples.
   double validation_split = 0.2;

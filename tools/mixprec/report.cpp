@@ -111,6 +111,7 @@ json run_to_json(const RunResult& run) {
       {"optimizer", c.optimizer},
       {"learning_rate", run.learning_rate},
       {"batch_size", c.batch_size},
+      {"steps_per_execution", c.options.steps_per_execution},
       {"validation_split", c.options.validation_split},
       {"seed", c.options.seed},
       {"epochs", epochs},

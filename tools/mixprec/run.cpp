@@ -266,7 +266,10 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
       std::variant<std::string, losses::Loss> loss = std::string("sparse_categorical_crossentropy");
       if (lm) loss = losses::SparseCategoricalCrossentropy({.from_logits = true});
       check_resume_policy(config);
-      model.compile({.optimizer = optimizer, .loss = loss, .metrics = {std::string("accuracy")}});
+      model.compile({.optimizer = optimizer,
+                     .loss = loss,
+                     .metrics = {std::string("accuracy")},
+                     .steps_per_execution = o.steps_per_execution});
       // Under mpirun (world size > 1): data-parallel, --batch-size being the global batch.
       std::optional<distributed::DataParallel> distribute;
       if (distributed::world_size() > 1) distribute = distributed::DataParallel{};

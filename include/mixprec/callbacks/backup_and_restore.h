@@ -68,6 +68,7 @@ class BackupAndRestore : public Callback {
   void on_train_begin(const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_batch_begin(std::int64_t batch, const Logs& logs) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
 
  private:
@@ -80,6 +81,7 @@ class BackupAndRestore : public Callback {
   BackupAndRestoreOptions options_;
   std::int64_t every_batches_ = 0;  // 0: every epoch
   std::int64_t batches_seen_ = 0;
+  std::int64_t execution_begun_ = -1;  // the first batch of the running execution
   std::int64_t next_number_ = 1;
   std::optional<io::CheckpointInfo> restored_;
   std::optional<std::filesystem::path> restored_from_;

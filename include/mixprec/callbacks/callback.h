@@ -111,7 +111,19 @@ class Callback {
   virtual void on_train_batch_end(std::int64_t batch, const Logs& logs) { (void)batch, (void)logs; }
   virtual void on_test_begin(const Logs& logs) { (void)logs; }
   virtual void on_test_end(const Logs& logs) { (void)logs; }
+  virtual void on_test_batch_begin(std::int64_t batch, const Logs& logs) {
+    (void)batch, (void)logs;
+  }
   virtual void on_test_batch_end(std::int64_t batch, const Logs& logs) { (void)batch, (void)logs; }
+  // predict(): its logs carry no values (Keras passes the outputs; Model::predict returns them).
+  virtual void on_predict_begin(const Logs& logs) { (void)logs; }
+  virtual void on_predict_end(const Logs& logs) { (void)logs; }
+  virtual void on_predict_batch_begin(std::int64_t batch, const Logs& logs) {
+    (void)batch, (void)logs;
+  }
+  virtual void on_predict_batch_end(std::int64_t batch, const Logs& logs) {
+    (void)batch, (void)logs;
+  }
 
  private:
   Model* model_ = nullptr;

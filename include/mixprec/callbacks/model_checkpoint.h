@@ -56,6 +56,7 @@ class ModelCheckpoint : public Callback {
   void on_train_begin(const Logs& logs) override;
   void on_epoch_begin(int epoch, const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_batch_begin(std::int64_t batch, const Logs& logs) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
 
  private:
@@ -65,6 +66,7 @@ class ModelCheckpoint : public Callback {
   Monitor monitor_;
   std::int64_t every_batches_ = 0;  // 0: every epoch
   std::int64_t batches_seen_ = 0;
+  std::int64_t execution_begun_ = -1;  // the first batch of the running execution
   int epoch_ = 0;
   std::deque<std::filesystem::path> kept_;
   bool warned_missing_ = false;

@@ -52,6 +52,7 @@ class TensorBoard : public Callback {
   void on_train_begin(const Logs& logs) override;
   void on_train_end(const Logs& logs) override;
   void on_epoch_end(int epoch, const Logs& logs) override;
+  void on_train_batch_begin(std::int64_t batch, const Logs& logs) override;
   void on_train_batch_end(std::int64_t batch, const Logs& logs) override;
 
  private:
@@ -61,6 +62,7 @@ class TensorBoard : public Callback {
   TensorBoardOptions options_;
   std::int64_t every_batches_ = 0;
   std::int64_t batches_seen_ = 0;
+  std::int64_t execution_begun_ = -1;  // the first batch of the running execution
   std::unique_ptr<io::SummaryWriter> train_;
   std::unique_ptr<io::SummaryWriter> validation_;
 };

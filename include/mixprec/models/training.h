@@ -28,6 +28,16 @@ struct CompileOptions {
   std::variant<std::string, losses::Loss> loss = std::string("sparse_categorical_crossentropy");
   // Names ("accuracy", "sparse_categorical_accuracy", ...) or Metric objects.
   std::vector<std::variant<std::string, metrics::Metric>> metrics;
+  // Keras's steps_per_execution: fit(), evaluate() and predict() run this many batches per
+  // execution. The batch-level callbacks (on_train_batch_begin/end, on_test_batch_begin/end,
+  // on_predict_batch_begin/end) fire once per execution: begin with the index of its first batch,
+  // end with the index of its last and the logs after it; the progress bar advances per
+  // execution; an epoch whose batch count is not a multiple ends with a shorter execution.
+  // ModelCheckpoint's and BackupAndRestore's save_freq and TensorBoard's update_freq count
+  // batches, as in Keras. The training itself is the same for every value (the same steps in the
+  // same order). On CUDA an execution replays captured CUDA graphs where it can, with one host
+  // wait per execution. >= 1.
+  std::int64_t steps_per_execution = 1;
 };
 
 // Keras verbosity: 0 silent, 1 progress bar, 2 one line per epoch; "auto" = 1 on a terminal, else
@@ -97,7 +107,7 @@ struct FitOptions {
 struct EvaluateOptions {
   std::int64_t batch_size = 32;
   Verbosity verbose = Verbosity::automatic;
-  // on_test_begin, on_test_batch_end and on_test_end of each.
+  // on_test_begin, on_test_batch_begin/end and on_test_end of each.
   std::vector<callbacks::CallbackRef> callbacks;
   // Data-parallel evaluation (data_parallel.h): each rank computes on its shard of every batch of
   // batch_size (the global batch) and the scores are over every rank's samples, the same on all.
@@ -107,6 +117,8 @@ struct EvaluateOptions {
 struct PredictOptions {
   std::int64_t batch_size = 32;
   Verbosity verbose = Verbosity::silent;
+  // on_predict_begin, on_predict_batch_begin/end and on_predict_end of each.
+  std::vector<callbacks::CallbackRef> callbacks;
 };
 
 // One epoch of fit(): every metric by name ("loss", "accuracy", "val_loss", "val_accuracy", ...),
