@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -277,6 +278,31 @@ void SlotOptimizer::place_slots(Entry& entry, Device device) {
   for (Tensor& slot : entry.slots) {
     if (!(slot.device() == device)) slot = slot.to(device);
   }
+}
+
+void OptimizerImpl::set_iterations(std::int64_t) {
+  throw std::logic_error("optimizer '" + name() + "': set_iterations is not supported");
+}
+
+std::string SlotOptimizer::graph_replay_obstacle() const {
+  if (!learning_rate_.is_constant()) {
+    return "the learning rate of " + std::string(display_name_) +
+           " is a schedule, evaluated on the host at every step";
+  }
+  if (clip_.clipnorm || clip_.global_clipnorm) {
+    return std::string(display_name_) + " clips by norm, which reads the norms back every step";
+  }
+  // The rule of the next steps against this one's, bit for bit (all floats, no padding).
+  const kernel_math::UpdateRule now = update_rule(learning_rate_(iterations_), iterations_);
+  for (const std::int64_t later : {iterations_ + 1, iterations_ + 7}) {
+    const kernel_math::UpdateRule next = update_rule(learning_rate_(later), later);
+    if (next.kind != now.kind ||
+        std::memcmp(&next.constants, &now.constants, sizeof now.constants) != 0) {
+      return "the update constants of " + std::string(display_name_) +
+             " change every step (its bias correction depends on the step count)";
+    }
+  }
+  return {};
 }
 
 std::vector<std::size_t> SlotOptimizer::entries_for(const std::vector<Tensor>& variables) {

@@ -54,6 +54,19 @@ class OptimizerImpl {
                                          const std::vector<std::string>& var_names);
   // The var_names excluded so far (the options' and exclude_from_weight_decay's), for the config.
   virtual std::vector<std::string> weight_decay_excluded_names() const { return {}; }
+
+  // ---- CUDA graphs (src/models/graphed_step.h) ----
+  // A graph replays the kernels of its capture with the capture's arguments. Empty when a step of
+  // this optimizer, captured once, does on every replay exactly what the eager step would (the
+  // same update constants every step, no host read); otherwise why not, as a clause ("its update
+  // constants change every step: Adam's bias correction"). The default: not checked, so not.
+  virtual std::string graph_replay_obstacle() const {
+    return "the optimizer '" + name() + "' is not known to replay correctly";
+  }
+  // Sets the iteration count without a step: a replayed step advances it as the eager step
+  // would, and a capture that failed undoes the count its step took. The default throws
+  // std::logic_error (an optimizer with an obstacle above is never replayed).
+  virtual void set_iterations(std::int64_t iterations);
 };
 
 // At most one of the three, each positive and finite (Keras raises the same way).
@@ -84,6 +97,10 @@ class SlotOptimizer : public OptimizerImpl {
   void exclude_from_weight_decay(const std::vector<Tensor>& var_list,
                                  const std::vector<std::string>& var_names) override;
   std::vector<std::string> weight_decay_excluded_names() const override { return excluded_names_; }
+  // A constant learning rate, no clipping by norm, and update constants that do not depend on the
+  // iteration count (SGD, RMSprop; not Adam or AdamW, whose bias correction changes every step).
+  std::string graph_replay_obstacle() const override;
+  void set_iterations(std::int64_t iterations) override { iterations_ = iterations; }
 
  protected:
   // Validates the clip options (ValueError naming `display_name`, e.g. "SGD").

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <thread>
 
 #include "backend/cuda/caching_allocator.h"
 
@@ -177,6 +178,26 @@ TEST(CudaGraphPoolTest, TheAllocationCounterMovesOnlyWithAllocations) {
   void* b = pool.allocate(1 * KiB, kStream);
   EXPECT_EQ(pool.stats().allocations, start + 2) << "a cache hit counts as an allocation too";
   pool.deallocate(b);
+}
+
+// The prefetcher allocates batches on its own thread while the training thread captures: those
+// blocks must not come from the graph's pool (a replay would write over a free block of the pool
+// that a batch then lives in).
+TEST(CudaGraphPoolTest, OtherThreadsAllocateFromTheSharedCacheDuringAWindow) {
+  FakeRaw fake;
+  BlockPool pool(fake.raw());
+  const PoolId graph = pool.create_private();
+  pool.begin_private(graph);
+  void* temp = pool.allocate(64 * KiB, kStream);
+  pool.deallocate(temp);  // free in the pool: the graph writes it on every replay
+  void* from_thread = nullptr;
+  std::thread([&] { from_thread = pool.allocate(64 * KiB, kStream); }).join();
+  pool.end_private();
+  EXPECT_NE(from_thread, temp);
+  EXPECT_EQ(pool.private_stats(graph).allocations, 1);
+  EXPECT_EQ(pool.stats().private_allocations, 1);
+  pool.deallocate(from_thread);
+  pool.release_private(graph);
 }
 
 TEST(CudaGraphPoolTest, OneWindowAtATime) {

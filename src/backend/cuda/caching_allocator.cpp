@@ -89,7 +89,8 @@ void* BlockPool::allocate(std::size_t bytes, StreamId stream) {
   const bool small = size <= kSmallLimit;
   std::lock_guard<std::mutex> lock(mutex_);
   FreeSet& set = free_set(small);
-  const PoolId pool = window_;
+  const PoolId pool =
+      window_ != 0 && std::this_thread::get_id() == window_thread_ ? window_ : PoolId{0};
   Block key;
   key.pool = pool;
   key.stream = stream;
@@ -218,6 +219,7 @@ void BlockPool::begin_private(PoolId pool) {
     throw std::logic_error("caching allocator: unknown private pool " + std::to_string(pool));
   }
   window_ = pool;
+  window_thread_ = std::this_thread::get_id();
 }
 
 void BlockPool::end_private() noexcept {

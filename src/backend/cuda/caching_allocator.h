@@ -38,6 +38,7 @@
 #include <functional>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -108,8 +109,11 @@ class BlockPool {
   // ---- private pools (see the top of this file) ----
   // A new, empty private pool (ids are never reused).
   PoolId create_private();
-  // Routes every allocate() to `pool` until end_private(). Throws std::logic_error when a window
-  // is open already (one capture per device at a time) or `pool` is unknown.
+  // Routes every allocate() of the calling thread to `pool` until end_private() (the capturing
+  // thread: a background thread's allocations, e.g. the prefetcher's batches, stay shared so that
+  // they can never land on a block the graph writes when replayed; its frees are held back like
+  // the capturing thread's). Throws std::logic_error when a window is open already (one capture
+  // per device at a time) or `pool` is unknown.
   void begin_private(PoolId pool);
   // Closes the window (nothing when none is open).
   void end_private() noexcept;
@@ -159,7 +163,8 @@ class BlockPool {
   PoolStats stats_;
   std::unordered_map<PoolId, PrivatePool> private_;
   PoolId next_private_ = 1;
-  PoolId window_ = 0;  // the pool allocations go to now (0: the shared cache)
+  PoolId window_ = 0;              // the pool allocations go to now (0: the shared cache)
+  std::thread::id window_thread_;  // the thread whose allocations go there
 };
 
 }  // namespace mixprec::cuda
