@@ -107,7 +107,7 @@ TEST(GraphedStepTest, OptimizersSayWhetherACapturedStepReplaysCorrectly) {
 }
 
 TEST(GraphedStepTest, SetIterationsMovesTheCountThroughALossScaleOptimizer) {
-  mixed_precision::LossScaleOptimizer lso(optimizers::RMSprop());
+  mixed_precision::LossScaleOptimizer lso{optimizers::RMSprop()};
   lso.impl()->set_iterations(41);
   EXPECT_EQ(lso.iterations(), 41);
   EXPECT_EQ(lso.inner_optimizer().iterations(), 41);
