@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -53,26 +54,26 @@ mp::Model build(const Settings& s, mp::Device device, std::vector<Batch>& batche
   mp::mixed_precision::set_global_policy(mp::mixed_precision::Policy(s.policy));
   mp::set_seed(1);
   mp::DeviceScope on(device);
-  mp::Model model;
+  std::optional<mp::Model> model;
   std::string optimizer = s.optimizer;
   mp::Generator gen(3);
   if (s.model == "mlp") {
-    model = mp::applications::mlp({});
+    model.emplace(mp::applications::mlp({}));
     if (optimizer.empty()) optimizer = "rmsprop";
-    model.compile({.optimizer = make_optimizer(optimizer),
-                   .loss = std::string("sparse_categorical_crossentropy"),
-                   .metrics = {std::string("accuracy")}});
+    model->compile({.optimizer = make_optimizer(optimizer),
+                    .loss = std::string("sparse_categorical_crossentropy"),
+                    .metrics = {std::string("accuracy")}});
     for (int i = 0; i < 4; ++i) {
       batches.push_back(
           {mp::random_uniform({s.batch, 784}, 0.0, 1.0, {}, gen).to(device),
            mp::random_uniform({s.batch}, 0.0, 10.0, {}, gen).to(mp::DType::int64).to(device)});
     }
   } else if (s.model.rfind("efficientnet-b", 0) == 0) {
-    model = mp::applications::efficientnet(std::stoi(s.model.substr(14)), {});
+    model.emplace(mp::applications::efficientnet(std::stoi(s.model.substr(14)), {}));
     if (optimizer.empty()) optimizer = "adam";
-    model.compile({.optimizer = make_optimizer(optimizer),
-                   .loss = std::string("sparse_categorical_crossentropy"),
-                   .metrics = {std::string("accuracy")}});
+    model->compile({.optimizer = make_optimizer(optimizer),
+                    .loss = std::string("sparse_categorical_crossentropy"),
+                    .metrics = {std::string("accuracy")}});
     for (int i = 0; i < 2; ++i) {
       batches.push_back(
           {mp::random_uniform({s.batch, 224, 224, 3}, 0.0, 1.0, {}, gen).to(device),
@@ -81,10 +82,10 @@ mp::Model build(const Settings& s, mp::Device device, std::vector<Batch>& batche
   } else {
     mp::applications::GptConfig c =
         mp::applications::gpt_preset(s.model == "gpt" ? "gpt-nano" : s.model);
-    model = mp::applications::gpt(c);
+    model.emplace(mp::applications::gpt(c));
     if (optimizer.empty()) optimizer = "adamw";
-    model.compile({.optimizer = make_optimizer(optimizer),
-                   .loss = mp::losses::SparseCategoricalCrossentropy({.from_logits = true})});
+    model->compile({.optimizer = make_optimizer(optimizer),
+                    .loss = mp::losses::SparseCategoricalCrossentropy({.from_logits = true})});
     for (int i = 0; i < 2; ++i) {
       const mp::Tensor ids =
           mp::random_uniform({s.batch, c.context}, 0.0, static_cast<double>(c.vocab), {}, gen)
@@ -93,7 +94,7 @@ mp::Model build(const Settings& s, mp::Device device, std::vector<Batch>& batche
       batches.push_back({ids, ids});
     }
   }
-  return model;
+  return *model;
 }
 
 struct Row {

@@ -73,7 +73,7 @@ TEST(CudaGraphTest, ReplayedStepsMatchEagerStepsBitForBitWithAnOverflow) {
   MIXPREC_REQUIRE_GPU();
   PolicyGuard guard("mixed_float16");
   clear_session();
-  Pair p(optimizers::RMSprop(), optimizers::RMSprop());
+  Pair p{optimizers::RMSprop(), optimizers::RMSprop()};
   models::GraphedTrainStep graphed(*p.cg, false);
   for (int step = 0; step < 50; ++step) {
     const auto [x, y] = batch(step, 32, step == 20);
@@ -108,7 +108,7 @@ TEST(CudaGraphTest, OneHostWaitPerExecution) {
   MIXPREC_REQUIRE_GPU();
   PolicyGuard guard("mixed_float16");
   clear_session();
-  Pair p(optimizers::RMSprop(), optimizers::RMSprop());
+  Pair p{optimizers::RMSprop(), optimizers::RMSprop()};
   models::GraphedTrainStep graphed(*p.cg, false);
   std::vector<std::pair<Tensor, Tensor>> batches;
   for (int step = 0; step < 100; ++step) batches.push_back(batch(step, 32));
@@ -213,7 +213,7 @@ TEST(CudaGraphTest, StepsThatCannotBeReplayedRunEagerlyAndSayWhy) {
   PolicyGuard guard("mixed_float16");
   clear_session();
   {
-    Pair p(optimizers::Adam(), optimizers::Adam());
+    Pair p{optimizers::Adam(), optimizers::Adam()};
     models::GraphedTrainStep graphed(*p.cg, false);
     for (int step = 0; step < 6; ++step) {
       const auto [x, y] = batch(step, 32);
@@ -228,7 +228,7 @@ TEST(CudaGraphTest, StepsThatCannotBeReplayedRunEagerlyAndSayWhy) {
   clear_session();
   {
     ASSERT_EQ(setenv("MIXPREC_CUDA_GRAPHS", "0", 1), 0);
-    Pair p(optimizers::RMSprop(), optimizers::RMSprop());
+    Pair p{optimizers::RMSprop(), optimizers::RMSprop()};
     models::GraphedTrainStep graphed(*p.cg, false);
     unsetenv("MIXPREC_CUDA_GRAPHS");
     for (int step = 0; step < 5; ++step) {
@@ -241,7 +241,7 @@ TEST(CudaGraphTest, StepsThatCannotBeReplayedRunEagerlyAndSayWhy) {
   }
   clear_session();
   {
-    Pair p(optimizers::RMSprop(), optimizers::RMSprop());
+    Pair p{optimizers::RMSprop(), optimizers::RMSprop()};
     models::GraphedTrainStep graphed(*p.cg, false);
     for (int step = 0; step < 4; ++step) {
       const auto [x, y] = batch(step, 32);
