@@ -2,6 +2,7 @@
 // replayed, with the eager train_step() wherever a replay would not do exactly what it does.
 #include "models/graphed_step.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -33,16 +34,60 @@ void collect_generators(const layers::Layer& layer, std::vector<Generator*>& out
   }
 }
 
-bool same_state(const GeneratorState& a, const GeneratorState& b) {
-  return a.words == b.words && a.has_spare == b.has_spare &&
-         std::memcmp(&a.spare, &b.spare, sizeof a.spare) == 0;
-}
-
 optimizers::detail::OptimizerImpl& optimizer_impl(const StepContext& ctx) {
   return *ctx.state.optimizer.impl();
 }
 
 }  // namespace
+
+bool same_state(const GeneratorState& a, const GeneratorState& b) {
+  return a.words == b.words && a.has_spare == b.has_spare &&
+         std::memcmp(&a.spare, &b.spare, sizeof a.spare) == 0;
+}
+
+std::string check_recorded_step(core::ReplayParameters& parameters,
+                                const std::vector<GeneratorSnapshot>& before,
+                                const std::vector<GeneratorSnapshot>& after,
+                                optimizers::detail::OptimizerImpl& optimizer,
+                                std::int64_t iterations) {
+  if (!parameters.failure().empty()) return parameters.failure();
+  for (Generator* g : parameters.generators()) {
+    const auto known = [g](const GeneratorSnapshot& s) { return s.generator == g; };
+    if (std::find_if(before.begin(), before.end(), known) == before.end()) {
+      return "the step draws from a generator that is not the model's nor the default one";
+    }
+  }
+  // The step again, host side only: from the generators and the count before it, every value
+  // recomputed in the order recorded must be the one the step used, and the generators must end
+  // where the step left them (no draw the step did not record).
+  const std::vector<std::uint64_t> captured = parameters.words();
+  for (const GeneratorSnapshot& g : before) g.generator->set_state(g.state);
+  optimizer.set_iterations(iterations);
+  parameters.refresh();
+  optimizer.set_iterations(iterations + 1);
+  bool generators_agree = before.size() == after.size();
+  for (std::size_t i = 0; generators_agree && i < after.size(); ++i) {
+    generators_agree = before[i].generator == after[i].generator &&
+                       same_state(before[i].generator->state(), after[i].state);
+  }
+  // Whatever happens next, the generators are left where the step left them.
+  for (const GeneratorSnapshot& g : after) g.generator->set_state(g.state);
+  if (!generators_agree) {
+    return "the step draws random numbers on the host that it does not record (e.g. attention "
+           "dropout): every replay would repeat the capture's";
+  }
+  if (parameters.words() != captured) {
+    return "a per-step value of the step is not recomputed exactly (its replays would differ "
+           "from eager steps)";
+  }
+  return {};
+}
+
+void advance_host_state(core::ReplayParameters& parameters,
+                        optimizers::detail::OptimizerImpl& optimizer) {
+  parameters.refresh();  // the count still the one before this step, as the eager step sees it
+  optimizer.set_iterations(optimizer.iterations() + 1);
+}
 
 GraphedTrainStep::GraphedTrainStep(StepContext& ctx, bool verbose) : ctx_(ctx), verbose_(verbose) {
   // The CPU runs train_step itself: nothing to fall back from, nothing said.
@@ -84,10 +129,12 @@ void GraphedTrainStep::drop_graph() {
   y_pred_ = Tensor();
   static_x_ = Tensor();
   static_y_ = Tensor();
+  parameters_.reset();
+  parameters_buffer_ = Tensor();
   warm_steps_ = 0;
 }
 
-std::vector<GraphedTrainStep::GeneratorSnapshot> GraphedTrainStep::generators() const {
+std::vector<GeneratorSnapshot> GraphedTrainStep::generators() const {
   std::vector<Generator*> gens{&default_generator()};
   collect_generators(ctx_.model, gens);
   std::vector<GeneratorSnapshot> out;
@@ -124,10 +171,7 @@ void GraphedTrainStep::run(const Tensor& x, const Tensor& y, StepPosition positi
           signature_.x_shape.to_string() + ", e.g. the last batch of an epoch)");
       return eager(x, y, position);
     }
-    if (optimizer_impl(ctx_).learning_rate() != learning_rate_) {
-      say("the learning rate changed since the capture: captured again after a warm-up");
-      drop_graph();
-    } else if (variable_addresses() != addresses_) {
+    if (variable_addresses() != addresses_) {
       say("a trainable variable's storage moved since the capture: captured again after a "
           "warm-up");
       drop_graph();
@@ -163,15 +207,23 @@ bool GraphedTrainStep::capture(const Tensor& x, const Tensor& y, StepPosition po
   static_y_ = empty(y.shape(), {.dtype = y.dtype(), .device = ctx_.device});
   cuda::copy_into(static_x_, x);
   cuda::copy_into(static_y_, y);
+  // The per-step values (update constants, dropout keys): recorded by the step's host code while
+  // it is captured, rewritten before each replay.
+  parameters_buffer_ =
+      zeros({core::ReplayParameters::kWords}, {.dtype = DType::int64, .device = ctx_.device});
+  parameters_ = std::make_unique<core::ReplayParameters>(parameters_buffer_);
   const auto undo = [&] {
     optimizer.set_iterations(iterations);
     for (const GeneratorSnapshot& g : before) g.generator->set_state(g.state);
     graph_ = cuda::Graph();
     loss_ = y_pred_ = static_x_ = static_y_ = Tensor();
+    parameters_.reset();
+    parameters_buffer_ = Tensor();
   };
   ++captures_;
   try {
     graph_ = cuda::Graph::capture(ctx_.device, [this] {
+      const core::ReplayRecording recording(*parameters_);
       // train_step's pieces on the captured inputs (no data parallelism here, so
       // reduce_gradients has nothing to do); the metrics are updated after each replay.
       const autograd::RecastScope recast;
@@ -188,23 +240,19 @@ bool GraphedTrainStep::capture(const Tensor& x, const Tensor& y, StepPosition po
     invalidate(std::string("the capture failed: ") + e.what());
     return false;
   }
-  const std::vector<GeneratorSnapshot> after = generators();
-  for (std::size_t i = 0; i < before.size(); ++i) {
-    if (!same_state(before[i].state, after[i].state)) {
-      undo();
-      invalidate(
-          "the step draws random numbers on the host (dropout): every replay would repeat the "
-          "capture's");
-      return false;
-    }
-  }
   if (optimizer.iterations() != iterations + 1) {
     undo();
     invalidate("the captured step did not count one optimizer iteration");
     return false;
   }
+  if (const std::string why =
+          check_recorded_step(*parameters_, before, generators(), optimizer, iterations);
+      !why.empty()) {
+    undo();
+    invalidate(why);
+    return false;
+  }
   signature_ = {x.shape(), y.shape(), x.dtype(), y.dtype()};
-  learning_rate_ = optimizer.learning_rate();
   addresses_ = variable_addresses();
   // The capture ran none of its GPU work: the first replay trains this batch (its iteration was
   // counted by the capture's host code). The inputs hold it already.
@@ -219,10 +267,9 @@ void GraphedTrainStep::replay(const Tensor& x, const Tensor& y, StepPosition pos
     cuda::copy_into(static_x_, x);
     cuda::copy_into(static_y_, y);
   }
-  if (advance_iterations) {
-    optimizers::detail::OptimizerImpl& optimizer = optimizer_impl(ctx_);
-    optimizer.set_iterations(optimizer.iterations() + 1);
-  }
+  if (advance_iterations) advance_host_state(*parameters_, optimizer_impl(ctx_));
+  // This step's values, stream-ordered after the previous replay (which read the old ones).
+  parameters_->upload();
   graph_.replay();
   ++replays_;
   // As train_step: the loss and the metrics of the batch, accumulated on the device.

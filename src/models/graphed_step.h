@@ -12,6 +12,19 @@
 // kernels on device accumulators, no host wait; LossTracker rebinds its sum every step, which a
 // graph could not replay), the optimizer's iteration count (+1), and the stuck-scale count.
 //
+// Per-step host values (core::ReplayParameters): the capture records the values the step's host
+// code computes anew every step, and the captured kernels read them from a small device buffer:
+// the optimizer's update constants (Adam's and AdamW's bias correction, a learning-rate
+// schedule's rate, a rate set by a callback between steps; SlotOptimizer::step_constants) and the
+// keys of the Dropout layers (one draw of the layer's generator per call). Before each replay the
+// host recomputes them for that step with the eager step's own code (advance_host_state: the
+// draws, then the count), and one small kernel writes them into the buffer ahead of the graph. So
+// a replayed step gives the eager step's bits, and after N replays every generator and the
+// iteration count are where N eager steps leave them (checkpoints resume exactly). After the
+// capture, check_recorded_step redoes the step's host side from the states before it: every
+// value must come out the same and the generators must end where the step left them, or the
+// step is not replayed.
+//
 // The stuck-loss-scale check (kStuckScaleSteps in training_state.h): train_step counts steps in
 // TrainingState::steps_since_scale_check and reads the device's state every kStuckScaleCheckSteps
 // steps. A replayed step counts the same way, but the read waits for the GPU, so it is deferred to
@@ -25,34 +38,64 @@
 // Eager fallback, said once per reason at verbosity 2 (LogLevel::info, "CUDA graphs: ..."):
 //  - for the rest of the fit: MIXPREC_CUDA_GRAPHS=0; data-parallel training (the gradients are
 //    all-reduced by NCCL or MPI between backward and update, not captured here); an optimizer
-//    whose step cannot be replayed (OptimizerImpl::graph_replay_obstacle: Adam's and AdamW's bias
-//    correction, a learning-rate schedule, clipnorm); a step that draws host random numbers
-//    (dropout; found by comparing every generator before and after the capture); a capture that
-//    failed (the reason is CUDA's or the step's); invalidate(reason), e.g. from fit for a
-//    callback that reads or writes the weights between the steps of an execution;
+//    whose step cannot be replayed (OptimizerImpl::graph_replay_obstacle: clipnorm or
+//    global_clipnorm, which read the norms back); a step that draws host random numbers it does
+//    not record (the attention's dropout of MultiHeadAttention or ops::attention; found by
+//    check_recorded_step), or records more values than the buffer holds; a capture that failed
+//    (the reason is CUDA's or the step's); invalidate(reason), e.g. from fit for a callback that
+//    reads or writes the weights between the steps of an execution;
 //  - for a step: a batch whose shape or dtype differs from the captured one (the last, smaller
 //    batch of an epoch); TrainingState::keep_last_gradients (TensorBoard's write_gradients: the
 //    gradients would be the graph's, overwritten by the next replay); no trainable variables;
-//  - a learning rate changed since the capture (a callback's set_learning_rate), or trainable
-//    variables whose storage moved: the graph is dropped and the step is captured again after a
-//    new warm-up.
+//  - trainable variables whose storage moved: the graph is dropped and the step is captured again
+//    after a new warm-up.
 //
 // A failed capture leaves no trace: the optimizer's iteration count and every generator are set
 // back to their values before it, and the batch is trained by the eager step.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "core/replay_parameters.h"
 #include "mixprec/cuda_graph.h"
 #include "mixprec/random.h"
 #include "mixprec/tensor.h"
 #include "models/train_step.h"
 #include "models/training_state.h"
 
+namespace mixprec::optimizers::detail {
+class OptimizerImpl;
+}
+
 namespace mixprec::models {
+
+// A generator and its state at some point of the step.
+struct GeneratorSnapshot {
+  Generator* generator = nullptr;
+  GeneratorState state;
+};
+bool same_state(const GeneratorState& a, const GeneratorState& b);
+
+// After a capture (the host side of the step ran once, recording into `parameters`): empty when
+// every replay can do what the eager step does, i.e. nothing failed to record, and the step's host
+// side, redone from `before` (the generators) and `iterations` (the optimizer's count before the
+// step), recomputes every recorded value bit for bit and leaves the generators in the `after`
+// states (no draw it did not record); else why not. Leaves the generators in the `after` states
+// and the count at iterations + 1, the recorded values the capture's.
+std::string check_recorded_step(core::ReplayParameters& parameters,
+                                const std::vector<GeneratorSnapshot>& before,
+                                const std::vector<GeneratorSnapshot>& after,
+                                optimizers::detail::OptimizerImpl& optimizer,
+                                std::int64_t iterations);
+// The host side of one replayed step, before its upload and launch: the recorded values
+// recomputed for this step (the dropout draws advance their generators as the eager step's do;
+// the update constants are those of the current count), then the optimizer's count advanced.
+void advance_host_state(core::ReplayParameters& parameters,
+                        optimizers::detail::OptimizerImpl& optimizer);
 
 class GraphedTrainStep {
  public:
@@ -90,10 +133,6 @@ class GraphedTrainStep {
     DType x_dtype = DType::float32, y_dtype = DType::float32;
     bool operator==(const Signature&) const = default;
   };
-  struct GeneratorSnapshot {
-    Generator* generator = nullptr;
-    GeneratorState state;
-  };
 
   void eager(const Tensor& x, const Tensor& y, StepPosition position);
   void say(const std::string& reason);
@@ -119,8 +158,10 @@ class GraphedTrainStep {
   Tensor static_x_, static_y_;
   Tensor loss_, y_pred_;  // outputs of the captured step (the graph's pool), read after replays
   Signature signature_;
-  double learning_rate_ = 0.0;
   std::vector<const void*> addresses_;
+  // The per-step values the graph reads (declared before it: it reads them on every replay).
+  Tensor parameters_buffer_;
+  std::unique_ptr<core::ReplayParameters> parameters_;
   cuda::Graph graph_;
 
   bool stuck_check_due_ = false;

@@ -57,9 +57,10 @@ class OptimizerImpl {
 
   // ---- CUDA graphs (src/models/graphed_step.h) ----
   // A graph replays the kernels of its capture with the capture's arguments. Empty when a step of
-  // this optimizer, captured once, does on every replay exactly what the eager step would (the
-  // same update constants every step, no host read); otherwise why not, as a clause ("its update
-  // constants change every step: Adam's bias correction"). The default: not checked, so not.
+  // this optimizer, captured by GraphedTrainStep (which records the per-step values of
+  // core::ReplayParameters and rewrites them before each replay), does on every replay exactly
+  // what the eager step would (no host read); otherwise why not, as a clause ("it clips by norm,
+  // which reads the norms back"). The default: not checked, so not.
   virtual std::string graph_replay_obstacle() const {
     return "the optimizer '" + name() + "' is not known to replay correctly";
   }
@@ -97,10 +98,19 @@ class SlotOptimizer : public OptimizerImpl {
   void exclude_from_weight_decay(const std::vector<Tensor>& var_list,
                                  const std::vector<std::string>& var_names) override;
   std::vector<std::string> weight_decay_excluded_names() const override { return excluded_names_; }
-  // A constant learning rate, no clipping by norm, and update constants that do not depend on the
-  // iteration count (SGD, RMSprop; not Adam or AdamW, whose bias correction changes every step).
+  // Empty unless clipping by norm (it reads the norms back). The update constants, which change
+  // with the iteration count (Adam's and AdamW's bias correction, a schedule) or with
+  // set_learning_rate, are recorded by a captured step and recomputed for each replay (step()).
   std::string graph_replay_obstacle() const override;
   void set_iterations(std::int64_t iterations) override { iterations_ = iterations; }
+
+  // One step's constants: the rule's (clip_limit filled in) and the same without weight decay (for
+  // the variables excluded from it). What step() runs with at `iteration` (the count before the
+  // step), eager or recorded, and what a replayed step's recomputation writes.
+  struct StepConstants {
+    kernel_math::UpdateConstants decayed, undecayed;
+  };
+  StepConstants step_constants(std::int64_t iteration) const;
 
  protected:
   // Validates the clip options (ValueError naming `display_name`, e.g. "SGD").

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/host_waits.h"
+#include "backend/cuda/replay_words.h"
 #include "mixprec/error.h"
 
 namespace mixprec::cuda {
@@ -106,6 +107,19 @@ void CapturedGraph::replay() {
   DeviceGuard guard(device_.index);
   check(cudaGraphLaunch(exec_, context(device_.index).compute), "cudaGraphLaunch");
   ++replays_;
+}
+
+void write_replay_words(Device device, std::uint64_t* dst, const std::uint64_t* words,
+                        std::size_t count) {
+  if (count == 0) return;
+  if (count > kReplayWords) {
+    throw ValueError("write_replay_words: " + std::to_string(count) + " words, at most " +
+                     std::to_string(kReplayWords));
+  }
+  kernels::ReplayWords table{};
+  for (std::size_t i = 0; i < count; ++i) table.words[i] = words[i];
+  StreamScope scope(device);
+  kernels::write_replay_words(dst, table, static_cast<int>(count), scope.stream());
 }
 
 }  // namespace mixprec::cuda
