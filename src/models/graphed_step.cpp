@@ -245,6 +245,13 @@ bool GraphedTrainStep::capture(const Tensor& x, const Tensor& y, StepPosition po
     invalidate("the captured step did not count one optimizer iteration");
     return false;
   }
+  // The optimizer step records its update constants (SlotOptimizer::step); without them a replay
+  // would reuse the capture's (Adam's bias correction frozen).
+  if (parameters_->values() == parameters_->draws()) {
+    undo();
+    invalidate("the optimizer step recorded no update constants for the replays");
+    return false;
+  }
   if (const std::string why =
           check_recorded_step(*parameters_, before, generators(), optimizer, iterations);
       !why.empty()) {

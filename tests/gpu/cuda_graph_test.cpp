@@ -157,6 +157,17 @@ TEST(CudaGraphTest, ReplayedAdamAndAdamWStepsMatchEagerStepsBitForBit) {
              .exclude_from_weight_decay = {"bias"}});
       },
       "AdamW under a warm-up and cosine schedule");
+  // Captured (step 3) at a learning rate of 0, so at a weight decay of 0 (the eager step does not
+  // split the excluded variables off there), replayed at a non-zero one: the excluded biases must
+  // still get no decay.
+  check_replayed_optimizer(
+      [] {
+        return optimizers::AdamW(
+            {.learning_rate = [](std::int64_t step) { return step < 3 ? 0.0 : 0.003; },
+             .weight_decay = 0.1,
+             .exclude_from_weight_decay = {"bias"}});
+      },
+      "AdamW captured at a learning rate of 0");
 }
 
 // Dropout draws from the default generator (one layer) and from its own (the other): the graphed

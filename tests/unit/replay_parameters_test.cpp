@@ -152,7 +152,7 @@ std::vector<OptimizerCase> optimizer_cases() {
   // From 0: captured at iteration 0 (below), AdamW's decay (weight_decay * lr) is 0 there and not
   // later, so the recorded step must split the excluded variable off even then.
   const optimizers::schedules::CosineDecay warmup{
-      .initial_learning_rate = 0.0, .decay_steps = 40, .warmup_target = 0.02, .warmup_steps = 5};
+      .initial_learning_rate = 0.0, .decay_steps = 100, .warmup_target = 0.02, .warmup_steps = 5};
   return {
       {"Adam",
        [] { return optimizers::Adam({.learning_rate = 0.01, .beta_1 = 0.8, .beta_2 = 0.95}); },
