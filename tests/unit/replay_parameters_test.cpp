@@ -3,9 +3,9 @@
 // recomputation order, the CPU upload); the optimizers' recorded update constants, which every
 // emulated replay must rewrite with the constants the eager step of that iteration uses (Adam,
 // AdamW with an exclusion under a warm-up schedule that starts at 0, a decaying schedule); the
-// Dropout layers' recorded draws, which every emulated replay must redraw as the eager step does,
-// leaving the generators where eager steps leave them; and GraphedTrainStep's post-capture check
-// (check_recorded_step), which must refuse unrecorded draws. A CPU buffer stands for the device
+// Dropout layers' (and the attention's) recorded draws, which every emulated replay must redraw as
+// the eager step does, leaving the generators where eager steps leave them; and GraphedTrainStep's
+// post-capture check (check_recorded_step), which must refuse unrecorded draws. A CPU buffer stands for the device
 // buffer: the CPU runs what it records at once, reading the constants from it. The replays
 // themselves: tests/gpu/cuda_graph_test.cpp.
 #include "core/replay_parameters.h"
@@ -293,6 +293,45 @@ TEST(ReplayParametersTest, EveryReplayRedrawsTheDropoutKeysOfTheEagerStep) {
   EXPECT_EQ(own_generator(seeded).next_u64(), twin_seeded.next_u64());
 }
 
+// MultiHeadAttention draws its key from its generator (seeded) and ops::attention from the
+// default generator (no seed given): both recorded, both redrawn by each replay.
+TEST(ReplayParametersTest, AttentionDropoutDrawsAreRecordedToo) {
+  set_seed(6);
+  const layers::MultiHeadAttention mha(2, 4, {.dropout = 0.25, .seed = 21});
+  const Tensor x = random_uniform({2, 5, 8}, -1.0, 1.0);
+  (void)mha(std::vector<Tensor>{x, x});  // builds the variables (no draw: not training)
+  const Tensor q = random_uniform({1, 6, 2, 4}, -1.0, 1.0);
+  Generator twin_mha(21);
+  Generator twin_default;
+  twin_default.set_state(default_generator().state());
+  ReplayParameters p(buffer());
+  optimizers::SGD sgd;
+  const std::vector<models::GeneratorSnapshot> before{
+      {&default_generator(), default_generator().state()},
+      {&own_generator(mha), own_generator(mha).state()}};
+  {
+    const ReplayRecording recording(p);
+    (void)mha(std::vector<Tensor>{x, x}, {.training = true});
+    (void)scaled_dot_product_attention(q, q, q, {.dropout_rate = 0.1, .training = true});
+    // A given seed is the same every step: nothing to record.
+    (void)scaled_dot_product_attention(q, q, q, {.dropout_rate = 0.1, .training = true, .seed = 3});
+  }
+  sgd.impl()->set_iterations(1);
+  ASSERT_EQ(p.draws(), 2u);
+  EXPECT_EQ(p.words(), (std::vector<std::uint64_t>{twin_mha.next_u64(), twin_default.next_u64()}));
+  const std::vector<models::GeneratorSnapshot> after{
+      {&default_generator(), default_generator().state()},
+      {&own_generator(mha), own_generator(mha).state()}};
+  EXPECT_EQ(models::check_recorded_step(p, before, after, *sgd.impl(), 0), "");
+  for (int replay = 0; replay < 3; ++replay) {
+    models::advance_host_state(p, *sgd.impl());
+    EXPECT_EQ(p.words(),
+              (std::vector<std::uint64_t>{twin_mha.next_u64(), twin_default.next_u64()}));
+  }
+  EXPECT_TRUE(models::same_state(own_generator(mha).state(), twin_mha.state()));
+  EXPECT_TRUE(models::same_state(default_generator().state(), twin_default.state()));
+}
+
 TEST(ReplayParametersTest, AStepWithADrawItDoesNotRecordIsRefused) {
   set_seed(4);
   const layers::Dropout dropout(0.5);
@@ -303,7 +342,7 @@ TEST(ReplayParametersTest, AStepWithADrawItDoesNotRecordIsRefused) {
   {
     const ReplayRecording recording(p);
     (void)dropout(ones({2, 8}), {.training = true});
-    (void)default_generator().next_u64();  // as the attention's dropout draws its key
+    (void)default_generator().next_u64();  // a draw no layer records
   }
   const std::vector<models::GeneratorSnapshot> after{
       {&default_generator(), default_generator().state()}};
