@@ -170,34 +170,28 @@ TEST(CudaGraphTest, ReplayedAdamAndAdamWStepsMatchEagerStepsBitForBit) {
       "AdamW captured at a learning rate of 0");
 }
 
-// Dropout draws from the default generator (one layer) and from its own (the other): the graphed
-// model's replays must draw each step's keys as the eager model does. The two models run one
-// after the other from the same default seed, since they share the default generator.
-TEST(CudaGraphTest, ReplayedDropoutStepsMatchEagerStepsBitForBit) {
-  MIXPREC_REQUIRE_GPU();
-  PolicyGuard guard("mixed_float16");
+// 50 steps of two models made by `make` (the same seeds), eager then graphed, each from the same
+// default seed since they share the default generator: the replays must draw each step's keys as
+// the eager steps do. `seeded` names (after the model's name) the layer with its own generator.
+void check_replayed_random_model(const std::function<Model(const std::string&)>& make,
+                                 const std::string& seeded, const Shape& sample) {
   clear_session();
-  const auto dropout_mlp = [](const std::string& name) {
-    set_seed(5);
-    DeviceScope on(kGpu);
-    auto in = Input({64});
-    auto h = layers::Dense(128, {.activation = "relu", .name = name + "_1"})(in);
-    h = layers::Dropout(0.3, {.name = name + "_drop_default"})(h);
-    h = layers::Dense(128, {.activation = "relu", .name = name + "_2"})(h);
-    h = layers::Dropout(0.5, {.seed = 17, .name = name + "_drop_own"})(h);
-    auto out = layers::Dense(10, {.name = name + "_o"})(h);
-    return Model(in, layers::Activation("softmax", {.dtype = "float32"})(out), {.name = name});
-  };
-  Model eager = dropout_mlp("eager"), graphed_model = dropout_mlp("graphed");
+  Model eager = make("eager"), graphed_model = make("graphed");
   graphed_model.set_weights(eager.get_weights());
   eager.compile({.optimizer = optimizers::Adam(), .metrics = {"accuracy"}});
   graphed_model.compile({.optimizer = optimizers::Adam(), .metrics = {"accuracy"}});
   models::StepContext ce(eager, *eager.model_impl().training);
   models::StepContext cg(graphed_model, *graphed_model.model_impl().training);
+  const auto batch_of = [&](int step) {
+    auto [x, y] = batch(step, 32, step == 20);
+    std::vector<std::int64_t> dims{32};
+    for (std::int64_t d : sample.dims()) dims.push_back(d);
+    return std::pair<Tensor, Tensor>{x.reshape(Shape(dims)), y};
+  };
 
   set_seed(77);
   for (int step = 0; step < 50; ++step) {
-    const auto [x, y] = batch(step, 32, step == 20);
+    const auto [x, y] = batch_of(step);
     models::train_step(ce, x, y, {1, step + 1});
   }
   cuda::synchronize(kGpu);
@@ -206,7 +200,7 @@ TEST(CudaGraphTest, ReplayedDropoutStepsMatchEagerStepsBitForBit) {
   set_seed(77);
   models::GraphedTrainStep graphed(cg, false);
   for (int step = 0; step < 50; ++step) {
-    const auto [x, y] = batch(step, 32, step == 20);
+    const auto [x, y] = batch_of(step);
     graphed.run(x, y, {1, step + 1});
     if (step % 10 == 9) graphed.sync_execution();
   }
@@ -216,15 +210,56 @@ TEST(CudaGraphTest, ReplayedDropoutStepsMatchEagerStepsBitForBit) {
   EXPECT_EQ(weight_bits(eager), weight_bits(graphed_model));
   EXPECT_TRUE(models::same_state(default_generator().state(), eager_default))
       << "the default generator after 50 graphed steps is where 50 eager steps leave it";
-  Generator* own_e = eager.get_layer("eager_drop_own").impl().own_generator();
-  Generator* own_g = graphed_model.get_layer("graphed_drop_own").impl().own_generator();
+  Generator* own_e = eager.get_layer("eager" + seeded).impl().own_generator();
+  Generator* own_g = graphed_model.get_layer("graphed" + seeded).impl().own_generator();
   ASSERT_NE(own_e, nullptr);
   ASSERT_NE(own_g, nullptr);
   EXPECT_TRUE(models::same_state(own_e->state(), own_g->state()));
-  EXPECT_EQ(ce.loss_scale->skipped_steps(), cg.loss_scale->skipped_steps());
+  EXPECT_EQ(ce.loss_scale->skipped_steps(), 1);
+  EXPECT_EQ(cg.loss_scale->skipped_steps(), 1);
   const auto re = ce.state.train_metrics.results(), rg = cg.state.train_metrics.results();
   ASSERT_EQ(re.size(), rg.size());
   for (std::size_t i = 0; i < re.size(); ++i) EXPECT_EQ(re[i].second, rg[i].second) << re[i].first;
+}
+
+// Dropout layers drawing from the default generator and from their own.
+TEST(CudaGraphTest, ReplayedDropoutStepsMatchEagerStepsBitForBit) {
+  MIXPREC_REQUIRE_GPU();
+  PolicyGuard guard("mixed_float16");
+  check_replayed_random_model(
+      [](const std::string& name) {
+        set_seed(5);
+        DeviceScope on(kGpu);
+        auto in = Input({64});
+        auto h = layers::Dense(128, {.activation = "relu", .name = name + "_1"})(in);
+        h = layers::Dropout(0.3, {.name = name + "_drop_default"})(h);
+        h = layers::Dense(128, {.activation = "relu", .name = name + "_2"})(h);
+        h = layers::Dropout(0.5, {.seed = 17, .name = name + "_drop_own"})(h);
+        auto out = layers::Dense(10, {.name = name + "_o"})(h);
+        return Model(in, layers::Activation("softmax", {.dtype = "float32"})(out), {.name = name});
+      },
+      "_drop_own", Shape({64}));
+}
+
+// GPT's dropouts: MultiHeadAttention's on the attention probabilities (its own generator here),
+// a Dropout after it (the default generator).
+TEST(CudaGraphTest, ReplayedAttentionDropoutStepsMatchEagerStepsBitForBit) {
+  MIXPREC_REQUIRE_GPU();
+  PolicyGuard guard("mixed_float16");
+  check_replayed_random_model(
+      [](const std::string& name) {
+        set_seed(5);
+        DeviceScope on(kGpu);
+        auto in = Input({8, 8});
+        auto h = layers::Dense(32, {.name = name + "_in"})(in);
+        h = layers::MultiHeadAttention(
+            2, 16, {.dropout = 0.2, .seed = 23, .name = name + "_attention"})(h, h);
+        h = layers::Dropout(0.1, {.name = name + "_drop"})(h);
+        h = layers::Flatten({.name = name + "_flat"})(h);
+        auto out = layers::Dense(10, {.name = name + "_o"})(h);
+        return Model(in, layers::Activation("softmax", {.dtype = "float32"})(out), {.name = name});
+      },
+      "_attention", Shape({8, 8}));
 }
 
 TEST(CudaGraphTest, OneHostWaitPerExecution) {
