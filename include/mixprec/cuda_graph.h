@@ -44,8 +44,10 @@
 //    halving and the growth replay correctly), SGD and RMSprop with a constant learning rate have
 //    the same update constants every step; Adam's and AdamW's bias correction, a learning-rate
 //    schedule, clipnorm (it reads the norms back) and dropout's host-drawn keys change every step,
-//    so do not capture those steps (fit() checks this and runs them eagerly). The host counters
-//    of such state (optimizer.iterations()) do not advance on replay;
+//    so do not capture those steps with this class: its replays would reuse the capture's values.
+//    fit() replays them correctly (it records those values and rewrites them in device memory
+//    before each replay: src/core/replay_parameters.h) and runs clipnorm eagerly. The host
+//    counters of such state (optimizer.iterations()) do not advance on this class's replays;
 //  - tensors the step creates (the loss, the new gradients) live in the graph's memory pool and
 //    hold the latest replay's values; keep handles to the ones you read (capture them by reference
 //    from the callable) and read them after replay() (a read waits for the GPU);
