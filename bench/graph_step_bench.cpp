@@ -4,7 +4,7 @@
 // fit() runs them. Batches are on the GPU before the clock starts (as the prefetcher delivers
 // them); the time per step is the execution's wall time over its steps. JSON: one object per
 // setting with ms per step, samples/s, host waits per step, replays, and the reasons when the step
-// ran eagerly (e.g. Adam: its bias correction changes the update constants every step).
+// ran eagerly (e.g. clipnorm, which reads the norms back every step).
 //
 //   graph_step_bench --model mlp --batch-size 256 [--graphs on|off|both] [--policy mixed_float16]
 //                    [--optimizer rmsprop|sgd|adam|adamw] [--steps 200] [--warmup 20]
