@@ -78,20 +78,22 @@ void ReplayParameters::refresh() {
   }
 }
 
-void ReplayParameters::upload() const {
-  if (words_.empty()) return;
+void ReplayParameters::upload() {
+  if (words_.empty() || (uploads_ > 0 && words_ == uploaded_)) return;
   if (device_.is_cpu()) {
     std::memcpy(address_, words_.data(), words_.size() * sizeof(std::uint64_t));
-    return;
-  }
+  } else {
 #if MIXPREC_HAVE_CUDA
-  static_assert(cuda::kReplayWords == static_cast<std::size_t>(kWords));
-  cuda::write_replay_words(device_, reinterpret_cast<std::uint64_t*>(address_), words_.data(),
-                           words_.size());
+    static_assert(cuda::kReplayWords == static_cast<std::size_t>(kWords));
+    cuda::write_replay_words(device_, reinterpret_cast<std::uint64_t*>(address_), words_.data(),
+                             words_.size());
 #else
-  throw DeviceError("ReplayParameters: " + device_.to_string() +
-                    " needs the CUDA backend, which this build does not have");
+    throw DeviceError("ReplayParameters: " + device_.to_string() +
+                      " needs the CUDA backend, which this build does not have");
 #endif
+  }
+  uploaded_ = words_;
+  ++uploads_;
 }
 
 ReplayRecording::ReplayRecording(ReplayParameters& parameters) {

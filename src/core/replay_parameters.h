@@ -89,8 +89,11 @@ class ReplayParameters {
   // Recomputes every value in the order recorded (draws advance their generators).
   void refresh();
   // Writes the current values into the buffer: on a GPU a kernel on the compute stream (ordered
-  // after the previous replay, which read the old values, and before the next).
-  void upload() const;
+  // after the previous replay, which read the old values, and before the next). Nothing when they
+  // are the ones the last upload wrote (SGD at a constant rate, no dropout: no launch per step).
+  void upload();
+  // How many uploads wrote the buffer.
+  std::int64_t uploads() const { return uploads_; }
 
   // The current values (the capture's until refresh()), words() in record order.
   const std::vector<std::uint64_t>& words() const { return words_; }
@@ -115,6 +118,8 @@ class ReplayParameters {
   std::vector<Entry> entries_;
   std::unordered_map<std::uint64_t, std::size_t> draws_;  // value -> word offset
   std::vector<Generator*> generators_;
+  std::vector<std::uint64_t> uploaded_;  // what the buffer holds since the last upload
+  std::int64_t uploads_ = 0;
   std::string failure_;
 };
 

@@ -5,9 +5,9 @@
 // AdamW with an exclusion under a warm-up schedule that starts at 0, a decaying schedule); the
 // Dropout layers' (and the attention's) recorded draws, which every emulated replay must redraw as
 // the eager step does, leaving the generators where eager steps leave them; and GraphedTrainStep's
-// post-capture check (check_recorded_step), which must refuse unrecorded draws. A CPU buffer stands for the device
-// buffer: the CPU runs what it records at once, reading the constants from it. The replays
-// themselves: tests/gpu/cuda_graph_test.cpp.
+// post-capture check (check_recorded_step), which must refuse unrecorded draws. A CPU buffer stands
+// for the device buffer: the CPU runs what it records at once, reading the constants from it. The
+// replays themselves: tests/gpu/cuda_graph_test.cpp.
 #include "core/replay_parameters.h"
 
 #include <gtest/gtest.h>
@@ -84,6 +84,9 @@ TEST(ReplayParametersTest, ValuesGetConsecutiveWordsAndAreRecomputedInRecordOrde
     EXPECT_EQ(t->a, static_cast<float>(replay + 2));
   }
   EXPECT_EQ(order.size(), 3u);
+  EXPECT_EQ(p.uploads(), 3);
+  p.upload();
+  EXPECT_EQ(p.uploads(), 3) << "the same values again: nothing written";
   EXPECT_TRUE(p.failure().empty());
   EXPECT_EQ(g.state().words, twin.state().words);
 }
