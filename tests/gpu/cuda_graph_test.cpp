@@ -112,12 +112,16 @@ TEST(CudaGraphTest, ReplayedStepsMatchEagerStepsBitForBitWithAnOverflow) {
 // at step 21 (after the capture: the skip happens inside the graph, and the skipped step still
 // counts an iteration, so the bias correction of every later replay depends on it).
 void check_replayed_optimizer(const std::function<optimizers::Optimizer()>& make,
-                              const std::string& what) {
+                              const std::string& what, bool set_rate_at_30 = false) {
   SCOPED_TRACE(what);
   clear_session();
   Pair p{make(), make()};
   models::GraphedTrainStep graphed(*p.cg, false);
   for (int step = 0; step < 50; ++step) {
+    if (set_rate_at_30 && step == 30) {  // as a callback between executions
+      p.eager.optimizer().set_learning_rate(0.0005);
+      p.graphed.optimizer().set_learning_rate(0.0005);
+    }
     const auto [x, y] = batch(step, 32, step == 20);
     models::train_step(*p.ce, x, y, {1, step + 1});
     graphed.run(x, y, {1, step + 1});
@@ -168,6 +172,9 @@ TEST(CudaGraphTest, ReplayedAdamAndAdamWStepsMatchEagerStepsBitForBit) {
              .exclude_from_weight_decay = {"bias"}});
       },
       "AdamW captured at a learning rate of 0");
+  // A learning rate set between executions: the next replays use it, no new capture.
+  check_replayed_optimizer([] { return optimizers::Adam({.learning_rate = 0.003}); },
+                           "Adam with a learning rate set at step 30", true);
 }
 
 // 50 steps of two models made by `make` (the same seeds), eager then graphed, each from the same

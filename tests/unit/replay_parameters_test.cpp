@@ -237,6 +237,41 @@ TEST(ReplayParametersTest, EveryReplayGetsTheUpdateConstantsOfTheEagerStep) {
   }
 }
 
+// A learning rate set between steps (a callback's set_learning_rate) reaches the next replay's
+// constants: the graph is not captured again.
+TEST(ReplayParametersTest, ALearningRateSetBetweenReplaysReachesTheNextReplay) {
+  optimizers::Optimizer eager = optimizers::Adam({.learning_rate = 0.01});
+  optimizers::Optimizer graphed = optimizers::Adam({.learning_rate = 0.01});
+  const Tensor ea = f32({0.5, -1.25}), ga = f32({0.5, -1.25});
+  const Tensor buf = buffer();
+  ReplayParameters p(buf);
+  for (int k = 0; k < 20; ++k) {
+    if (k == 9) {
+      eager.set_learning_rate(0.004);
+      graphed.set_learning_rate(0.004);
+    }
+    const std::vector<Tensor> g{f32(gradient_at(k, 2, 0.2))};
+    eager.apply_gradients(g, {ea});
+    if (k < 2) {
+      graphed.apply_gradients(g, {ga});
+      continue;
+    }
+    if (k == 2) {
+      const ReplayRecording recording(p);
+      graphed.apply_gradients(g, {ga});
+    } else {
+      models::advance_host_state(p, *graphed.impl());
+      p.upload();
+    }
+    kernel_math::UpdateConstants in_buffer;
+    std::memcpy(&in_buffer, buf.data_ptr(), sizeof in_buffer);
+    const double lr = k < 9 ? 0.01 : 0.004;
+    EXPECT_TRUE(same_constants(
+        in_buffer, optimizers::detail::adam_rule(lr, k, 0.9, 0.999, 1e-7, 0.0).constants))
+        << "iteration " << k;
+  }
+}
+
 // The CPU update reads a rule's constants from memory when it points there, and only then.
 TEST(ReplayParametersTest, AnUpdateRunsWithTheConstantsInMemoryWhereTheRulePointsThere) {
   const kernel_math::UpdateConstants launched =
