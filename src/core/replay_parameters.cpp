@@ -50,6 +50,20 @@ const void* ReplayParameters::record(std::span<const std::uint64_t> value, Recom
   return at;
 }
 
+std::uint64_t ReplayParameters::draw(Generator& generator) {
+  const auto seen = [&](const auto& f) { return f.first == &generator; };
+  if (std::find_if(first_states_.begin(), first_states_.end(), seen) == first_states_.end()) {
+    first_states_.emplace_back(&generator, generator.state());
+  }
+  const std::uint64_t value = generator.next_u64();
+  record_draw(generator, value);
+  return value;
+}
+
+void ReplayParameters::restore_generators() const {
+  for (const auto& [g, state] : first_states_) g->set_state(state);
+}
+
 void ReplayParameters::record_draw(Generator& generator, std::uint64_t value) {
   if (draws_.contains(value)) {
     fail("two random draws of the step gave the same value");

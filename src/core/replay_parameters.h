@@ -32,6 +32,7 @@
 #include <string>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "mixprec/device.h"
@@ -78,10 +79,16 @@ class ReplayParameters {
           std::memcpy(out.data(), bytes, sizeof bytes);
         }));
   }
-  // One next_u64() of `generator` that gave `value` (a dropout key): recomputed as the next draw
-  // of that generator. Two draws of one step that gave the same value make the step fail (the
-  // kernels find a draw by its value: draw_address).
+  // One next_u64() of `generator` (a dropout key), recorded: recomputed by refresh() as the next
+  // draw of that generator. What the layers call while a step is captured.
+  std::uint64_t draw(Generator& generator);
+  // The record of a draw already made, `value` (no state to restore: see restore_generators). Two
+  // draws of one step that gave the same value make the step fail (the kernels find a draw by its
+  // value: draw_address).
   void record_draw(Generator& generator, std::uint64_t value);
+  // Sets every generator that draw() drew from back to its state before its first draw: a
+  // capture that is not replayed leaves no trace, whichever generator it drew from.
+  void restore_generators() const;
   // The address of the recorded draw that gave `value`, or nullptr (no draw of this step gave it:
   // a fixed seed, constant across replays).
   const std::uint64_t* draw_address(std::uint64_t value) const;
@@ -118,6 +125,7 @@ class ReplayParameters {
   std::vector<Entry> entries_;
   std::unordered_map<std::uint64_t, std::size_t> draws_;  // value -> word offset
   std::vector<Generator*> generators_;
+  std::vector<std::pair<Generator*, GeneratorState>> first_states_;  // draw()'s, before the first
   std::vector<std::uint64_t> uploaded_;  // what the buffer holds since the last upload
   std::int64_t uploads_ = 0;
   std::string failure_;

@@ -60,16 +60,14 @@ class DropoutImpl final : public LayerImpl {
     }
     // One draw of the layer's generator per call, as before the mask became counter-based.
     Generator& gen = generator_ ? *generator_ : default_generator();
-    const ops::DropoutMask mask{.base = gen.next_u64(),
+    // A step captured for CUDA graph replays records the draw: the kernels (forward and backward)
+    // read the key from the replay buffer, and each replay draws its own step's key from this
+    // generator first (core::ReplayParameters).
+    core::ReplayParameters* replay = core::ReplayParameters::active();
+    if (replay != nullptr && !(replay->device() == x.device())) replay = nullptr;
+    const ops::DropoutMask mask{.base = replay != nullptr ? replay->draw(gen) : gen.next_u64(),
                                 .threshold = core::keep_threshold(rate_),
                                 .keep_scale = 1.0 / (1.0 - rate_)};
-    // A step captured for CUDA graph replays: the draw is recorded, the kernels (forward and
-    // backward) read the key from the replay buffer, and each replay draws its own step's key
-    // from this generator first (core::ReplayParameters).
-    if (core::ReplayParameters* replay = core::ReplayParameters::active();
-        replay != nullptr && replay->device() == x.device()) {
-      replay->record_draw(gen, mask.base);
-    }
     return {ops::dropout(x, mask)};
   }
 

@@ -214,6 +214,7 @@ bool GraphedTrainStep::capture(const Tensor& x, const Tensor& y, StepPosition po
   parameters_ = std::make_unique<core::ReplayParameters>(parameters_buffer_);
   const auto undo = [&] {
     optimizer.set_iterations(iterations);
+    if (parameters_) parameters_->restore_generators();  // any generator the step drew from
     for (const GeneratorSnapshot& g : before) g.generator->set_state(g.state);
     graph_ = cuda::Graph();
     loss_ = y_pred_ = static_x_ = static_y_ = Tensor();

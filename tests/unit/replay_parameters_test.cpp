@@ -391,15 +391,20 @@ TEST(ReplayParametersTest, AStepWithADrawItDoesNotRecordIsRefused) {
 
   // A draw of a generator the check does not know of: refused before anything is redrawn.
   Generator stray(5);
+  const GeneratorState stray_before = stray.state();
   ReplayParameters q(buffer());
   {
     const ReplayRecording recording(q);
-    q.record_draw(stray, stray.next_u64());
+    EXPECT_EQ(q.draw(stray), Generator(5).next_u64());
   }
   const GeneratorState stray_after = stray.state();
   EXPECT_NE(models::check_recorded_step(q, after, after, *sgd.impl(), 0).find("generator"),
             std::string::npos);
   EXPECT_TRUE(models::same_state(stray.state(), stray_after));
+  // What GraphedTrainStep's undo does then: every generator drawn from is set back.
+  q.restore_generators();
+  EXPECT_TRUE(models::same_state(stray.state(), stray_before));
+  EXPECT_FALSE(models::same_state(stray_after, stray_before));
 }
 
 }  // namespace
