@@ -39,10 +39,10 @@ internal=$(grep -E "${prefix}mixprec::cpu::" <<<"$symbols" || true)
 [[ -z $internal ]] || fail "CPU backend internals exported:"$'\n'"$(head -20 <<<"$internal")"
 
 # mixprec::cuda:: is both a public namespace (include/mixprec/cuda.h: device_count, synchronize...)
-# and the CUDA backend's: only the names cuda.h declares may be exported.
+# and the CUDA backend's: only the names cuda.h and cuda_graph.h declare may be exported.
 while IFS= read -r name; do
   [[ -z $name ]] && continue
-  grep -qw -- "$name" "$root/include/mixprec/cuda.h" ||
+  grep -qw -- "$name" "$root/include/mixprec/cuda.h" "$root/include/mixprec/cuda_graph.h" ||
     fail "CUDA backend internal exported (not declared in mixprec/cuda.h): mixprec::cuda::$name"
 done < <(grep -E "${prefix}mixprec::cuda::" <<<"$symbols" |
            sed -E "s/${prefix}//; s/^mixprec::cuda::([A-Za-z_0-9]+).*/\1/" | sort -u)

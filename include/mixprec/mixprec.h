@@ -10,6 +10,7 @@
 #include "mixprec/convert.h"
 #include "mixprec/creation.h"
 #include "mixprec/cuda.h"
+#include "mixprec/cuda_graph.h"
 #include "mixprec/data/cifar.h"
 #include "mixprec/data/dataset.h"
 #include "mixprec/data/fashion_mnist.h"

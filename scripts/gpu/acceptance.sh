@@ -25,7 +25,10 @@
 # ncu:MODEL:POLICY:BATCH (Nsight Compute's per-kernel time summary of one warm-up and two steps),
 # attention (bench/attention_bench --device cuda, the fused CUDA kernels against the composition,
 # and bench/peers/torch_attention.py, PyTorch's scaled_dot_product_attention, at one GPT-2 layer:
-# batch 8, T = ATTN_T (1024), 12 heads of 64, causal; attention_bench must be in the pack).
+# batch 8, T = ATTN_T (1024), 12 heads of 64, causal; attention_bench must be in the pack),
+# graphs (issue 28: bench/graph_step_bench, each row eager against CUDA graphs in one call: the
+# seed MLP at batch 256 and 1024, EfficientNet-B0 at 32, gpt-nano at 8; graph_step_bench must be
+# in the pack), graph:MODEL:BATCH[:OPTIMIZER] (one such row).
 # Settings: DEADLINE (540), TESTS_TIMEOUT (150), SANITIZER_TIMEOUT (90), SANITIZER_FILTER (gtest
 # filter; default every test but the allocator's intended out-of-memory one, with the NCCL tests
 # in a second run that does not report CUDA API return codes: see the memcheck stage), GTEST_FILTER,
@@ -205,6 +208,24 @@ for s in "$@"; do
       stage "attention torch" "${ROW_TIMEOUT:-90}" bash -c '"${@:2}" >"$1"' _ "$files/attention-torch.jsonl" \
         python3 "$root/bench/peers/torch_attention.py" --device cuda "${shape[@]}"
       cat "$files"/attention-*.jsonl 2>/dev/null
+      ;;
+    graphs | graph:*)  # issue 28: eager vs CUDA graph replay of the training step, one call a row
+      if [[ ! -x "$mp/bin/graph_step_bench" ]]; then
+        echo "==== graphs: SKIPPED (no graph_step_bench in the pack: build it, then pack-prebuilt.sh)"
+        continue
+      fi
+      if [[ "$s" == graphs ]]; then
+        rows=(mlp:256 mlp:1024 efficientnet-b0:32 gpt:8)
+      else
+        rows=("${s#graph:}")
+      fi
+      for row in "${rows[@]}"; do
+        IFS=: read -r m b o <<<"$row"
+        stage "graphs $m b$b${o:+ $o}" "${ROW_TIMEOUT:-90}" "${run_mp[@]}" "$mp/bin/graph_step_bench" \
+          --model "$m" --batch-size "$b" --graphs both --policy mixed_float16 ${o:+--optimizer "$o"} \
+          --steps "${STEPS_GRAPHS:-200}" --warmup "${WARMUP_GRAPHS:-20}" --steps-per-execution 16 \
+          --json "$files/graphs-$m-b$b${o:+-$o}.json"
+      done
       ;;
     bench:*)
       left=$((DEADLINE - SECONDS))

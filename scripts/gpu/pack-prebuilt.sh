@@ -19,6 +19,7 @@ dest=${DEST:-$root/.gpu-carry}
 binaries=("$build/tools/mixprec/mixprec" "$build/tests/mixprec_gpu_tests")
 # Optional: the attention benchmark (acceptance.sh's attention stage), when the build has it.
 [[ -x "$build/bench/attention_bench" ]] && binaries+=("$build/bench/attention_bench")
+[[ -x "$build/bench/graph_step_bench" ]] && binaries+=("$build/bench/graph_step_bench")
 
 grep -q '^CMAKE_CUDA_ARCHITECTURES:STRING=.*90' "$build/CMakeCache.txt" || {
   echo "pack-prebuilt: $build was not configured with CUDA architecture 90" >&2

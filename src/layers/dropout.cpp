@@ -7,7 +7,8 @@
 // element is decided alone, so the backends fill in parallel (ops/dropout.h: the op; the CPU's
 // OpenMP loop, the CUDA kernel), and the mask is the same for a seed on every device and thread
 // count, bit for bit. It is never stored: the backward multiplies the output gradient by the same
-// mask, regenerated from the key.
+// mask, regenerated from the key. Under a CUDA graph capture by fit() the key is recorded and read
+// from device memory by the kernels, so every replay uses its own step's draw.
 #include "mixprec/layers/dropout.h"
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "core/counter_hash.h"
+#include "core/replay_parameters.h"
 #include "layers/layer_config.h"
 #include "mixprec/error.h"
 #include "mixprec/ops.h"
@@ -58,7 +60,12 @@ class DropoutImpl final : public LayerImpl {
     }
     // One draw of the layer's generator per call, as before the mask became counter-based.
     Generator& gen = generator_ ? *generator_ : default_generator();
-    const ops::DropoutMask mask{.base = gen.next_u64(),
+    // A step captured for CUDA graph replays records the draw: the kernels (forward and backward)
+    // read the key from the replay buffer, and each replay draws its own step's key from this
+    // generator first (core::ReplayParameters).
+    core::ReplayParameters* replay = core::ReplayParameters::active();
+    if (replay != nullptr && !(replay->device() == x.device())) replay = nullptr;
+    const ops::DropoutMask mask{.base = replay != nullptr ? replay->draw(gen) : gen.next_u64(),
                                 .threshold = core::keep_threshold(rate_),
                                 .keep_scale = 1.0 / (1.0 - rate_)};
     return {ops::dropout(x, mask)};

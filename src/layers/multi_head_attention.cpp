@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/replay_parameters.h"
 #include "layers/layer_config.h"
 #include "layers/multi_head_attention_config.h"
 #include "mixprec/attention.h"
@@ -235,7 +236,11 @@ class MultiHeadAttentionImpl final : public LayerImpl {
     o.training = options.training;
     if (options.training && dropout_ > 0.0) {
       Generator& gen = generator_ ? *generator_ : default_generator();
-      o.seed = gen.next_u64();
+      // A step captured for CUDA graph replays records the draw; the attention's kernels read
+      // the key from the replay buffer (core::ReplayParameters).
+      core::ReplayParameters* replay = core::ReplayParameters::active();
+      if (replay != nullptr && !(replay->device() == query.device())) replay = nullptr;
+      o.seed = replay != nullptr ? replay->draw(gen) : gen.next_u64();
     }
     const Tensor attended = scaled_dot_product_attention(q, k, v, o);  // (B, Tq, H, Dv)
     const Tensor flat = reshape(attended, Shape{b, tq, h * value_dim_});

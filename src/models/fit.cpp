@@ -20,6 +20,7 @@
 #include "mixprec/models/model.h"
 #include "models/callback_list.h"
 #include "models/fit_run.h"
+#include "models/graphed_step.h"
 #include "models/label_check.h"
 #include "models/step_timer.h"
 #include "models/train_step.h"
@@ -159,6 +160,7 @@ class FitLoop {
             model, options.callbacks, verbose_, true,
             {.epochs = options.epochs, .initial_epoch = options.initial_epoch, .steps = steps_}),
         step_(model, state),
+        graphed_(step_, verbose_ == Verbosity::one_line_per_epoch),
         prefetch_(data::prefetch_options_for(step_.device)),
         timer_(prefetch_.device) {
     run_.loader = &loader_;
@@ -294,10 +296,14 @@ class FitLoop {
         if (dp)
           step_.shard_weight = dp->shard_weight(distributed::detail::global_batch_rows(epoch, i));
         timer_.step_started();
-        models::train_step(step_, batch.x, batch.y, {e + 1, i + 1});
+        // train_step, or on a GPU after warm-up the step's CUDA graph replayed
+        graphed_.run(batch.x, batch.y, {e + 1, i + 1});
         timer_.step_finished();
         run_.step = i + 1;
       }
+      // Several batches per execution: the host waits once for them (none on the CPU); one
+      // batch per execution queues the steps as they come.
+      if (per_execution > 1) graphed_.sync_execution();
       // Read only when a callback looks (the progress bar: when it redraws).
       callbacks_.on_train_batch_end(end - 1, callbacks::Logs::lazy([&state, skipped_before] {
                                       return training_logs(state, skipped_before);
@@ -335,6 +341,7 @@ class FitLoop {
   // The model's device, trainable variables (listed by the first step) and loss scaling, resolved
   // once for the whole fit().
   models::StepContext step_;
+  models::GraphedTrainStep graphed_;  // the training step, replayed as a CUDA graph where it can
   data::PrefetchOptions prefetch_;
   models::StepTimer timer_;
   models::FitRun run_;

@@ -157,6 +157,11 @@ bool loss_scale_stuck(StepContext& ctx) {
 
 }  // namespace
 
+void throw_if_scale_stuck(const StepContext& ctx, const StepBatch& batch, StepPosition position) {
+  if (ctx.loss_scale && ctx.loss_scale->stuck(kStuckScaleSteps))
+    throw_stuck_scale(ctx, batch, position);
+}
+
 namespace {
 
 // A data-parallel rank with no rows of this batch (a last batch smaller than the world): it adds

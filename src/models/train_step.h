@@ -98,6 +98,12 @@ void reduce_gradients(StepContext& ctx, const StepGradients& grads);
 // the gradients when the TensorBoard callback asks for them (TrainingState::keep_last_gradients).
 void optimizer_step(StepContext& ctx, const StepGradients& grads);
 
+// Reads the loss-scale state (on a GPU: one wait) and throws train_step()'s stuck-scale error, with
+// its diagnosis on `batch`, when kStuckScaleSteps consecutive steps were skipped at a scale that
+// cannot go lower; nothing without loss scaling. For a caller that runs the step's GPU work
+// another way and checks at its own cadence (GraphedTrainStep, graphed_step.h).
+void throw_if_scale_stuck(const StepContext& ctx, const StepBatch& batch, StepPosition position);
+
 // One optimisation step on (x, y), the pieces above in order (under data parallelism a shard of no
 // rows contributes zero gradients and counts no samples), then the training metrics
 // (state.train_metrics). Throws mixprec::Error (diagnose_non_finite) after kStuckScaleSteps

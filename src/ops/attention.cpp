@@ -14,6 +14,7 @@
 #include "backend/nn_kernels.h"
 #include "core/counter_hash.h"
 #include "core/env_switch.h"
+#include "core/replay_parameters.h"
 #include "core/tensor_impl.h"
 #include "mixprec/error.h"
 #include "mixprec/random.h"
@@ -127,7 +128,15 @@ AttentionCall resolve_attention(const char* op, const Tensor& q, const Tensor& k
   }
   c.dropout_rate = options.dropout_rate;
   c.dropout = options.training && options.dropout_rate > 0.0;
-  if (c.dropout) c.dropout_base = options.seed ? *options.seed : default_generator().next_u64();
+  if (c.dropout) {
+    // A step captured for CUDA graph replays records the draw (a given seed is the same every
+    // step): the kernels read the key from the replay buffer (core::ReplayParameters).
+    core::ReplayParameters* replay = core::ReplayParameters::active();
+    if (replay != nullptr && !(replay->device() == q.device())) replay = nullptr;
+    c.dropout_base = options.seed        ? *options.seed
+                     : replay != nullptr ? replay->draw(default_generator())
+                                         : default_generator().next_u64();
+  }
   return c;
 }
 

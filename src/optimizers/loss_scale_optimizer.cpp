@@ -95,6 +95,10 @@ class LossScaleOptimizerImpl final : public optimizers::detail::OptimizerImpl {
   std::vector<std::string> weight_decay_excluded_names() const override {
     return inner().weight_decay_excluded_names();
   }
+  // The loss-scale state, its checks and its rule live on the state's device: only the inner
+  // optimizer can stand in the way of a replay.
+  std::string graph_replay_obstacle() const override { return inner().graph_replay_obstacle(); }
+  void set_iterations(std::int64_t iterations) override { inner().set_iterations(iterations); }
 
   optimizers::OptimizerState get_state() const override {
     const LossScaleState s = loss_scale_.state();

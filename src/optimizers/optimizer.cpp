@@ -5,12 +5,14 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 
 #include "backend/backend.h"
 #include "backend/training_kernels.h"
+#include "core/replay_parameters.h"
 #include "core/tensor_impl.h"
 #include "layers/variable_names.h"
 #include "mixprec/autograd.h"
@@ -279,6 +281,29 @@ void SlotOptimizer::place_slots(Entry& entry, Device device) {
   }
 }
 
+void OptimizerImpl::set_iterations(std::int64_t) {
+  throw std::logic_error("optimizer '" + name() + "': set_iterations is not supported");
+}
+
+SlotOptimizer::StepConstants SlotOptimizer::step_constants(std::int64_t iteration) const {
+  StepConstants c;
+  c.decayed = update_rule(learning_rate_(iteration), iteration).constants;
+  if (clip_.clipvalue) c.decayed.clip_limit = static_cast<float>(*clip_.clipvalue);
+  c.undecayed = c.decayed;
+  c.undecayed.decay = 0.0f;
+  return c;
+}
+
+std::string SlotOptimizer::graph_replay_obstacle() const {
+  // The update constants (Adam's and AdamW's bias correction, a schedule's learning rate, a
+  // learning rate set between steps) are recorded and rewritten before every replay (step()); the
+  // formula itself (kind) never changes. Clipping by norm reads the norms back to the host.
+  if (clip_.clipnorm || clip_.global_clipnorm) {
+    return std::string(display_name_) + " clips by norm, which reads the norms back every step";
+  }
+  return {};
+}
+
 std::vector<std::size_t> SlotOptimizer::entries_for(const std::vector<Tensor>& variables) {
   std::vector<std::size_t> indices;
   indices.reserve(variables.size());
@@ -346,12 +371,30 @@ void SlotOptimizer::step(const std::vector<Tensor>& grads, const std::vector<Ten
     if (grads[i].defined()) g32[i] = grads[i].detach().to(DType::float32).contiguous();
   }
   const std::vector<float> scales = clip_scales(device, g32);
+  const StepConstants constants = step_constants(iterations_);
   kernel_math::UpdateRule rule = update_rule(learning_rate_(iterations_), iterations_);
-  if (clip_.clipvalue) rule.constants.clip_limit = static_cast<float>(*clip_.clipvalue);
+  rule.constants = constants.decayed;
+  kernel_math::UpdateRule no_decay = rule;
+  no_decay.constants = constants.undecayed;
+  // A step captured for CUDA graph replays (models::GraphedTrainStep): the kernels read the
+  // constants from the replay buffer, where each replay writes its own step's, recomputed by
+  // step_constants() for the iteration count of that step (Adam's bias correction, a schedule).
+  core::ReplayParameters* replay = core::ReplayParameters::active();
+  if (replay != nullptr && !(replay->device() == device)) replay = nullptr;
+  if (replay != nullptr) {
+    const StepConstants* in_buffer = replay->record_value<StepConstants>(
+        constants, [this] { return step_constants(iterations_); });
+    if (in_buffer != nullptr) {
+      rule.constants_in_memory = &in_buffer->decayed;
+      no_decay.constants_in_memory = &in_buffer->undecayed;
+    }
+  }
   // Variables excluded from weight decay take the same rule with no decay, in a second update:
-  // the excluded ones get the bits of the optimizer without weight decay (Adam for AdamW).
-  const bool split =
-      rule.constants.decay != 0.0f && (!excluded_variables_.empty() || !excluded_names_.empty());
+  // the excluded ones get the bits of the optimizer without weight decay (Adam for AdamW). A
+  // recorded step always splits (its decay may be 0 now and not at a later replay, e.g. under a
+  // warm-up schedule); with a decay of 0 both updates compute the same bits.
+  const bool split = (replay != nullptr || rule.constants.decay != 0.0f) &&
+                     (!excluded_variables_.empty() || !excluded_names_.empty());
   std::vector<UpdateOperand> operands, undecayed;
   operands.reserve(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -369,11 +412,7 @@ void SlotOptimizer::step(const std::vector<Tensor>& grads, const std::vector<Ten
   // their blocks only for work queued later on the same stream.
   const TrainingKernels& kernels = *backend_for(device).training;
   if (!operands.empty()) kernels.multi_tensor_update(rule, operands, found_inf);
-  if (!undecayed.empty()) {
-    kernel_math::UpdateRule no_decay = rule;
-    no_decay.constants.decay = 0.0f;
-    kernels.multi_tensor_update(no_decay, undecayed, found_inf);
-  }
+  if (!undecayed.empty()) kernels.multi_tensor_update(no_decay, undecayed, found_inf);
   ++iterations_;
 }
 

@@ -54,6 +54,20 @@ class OptimizerImpl {
                                          const std::vector<std::string>& var_names);
   // The var_names excluded so far (the options' and exclude_from_weight_decay's), for the config.
   virtual std::vector<std::string> weight_decay_excluded_names() const { return {}; }
+
+  // ---- CUDA graphs (src/models/graphed_step.h) ----
+  // A graph replays the kernels of its capture with the capture's arguments. Empty when a step of
+  // this optimizer, captured by GraphedTrainStep (which records the per-step values of
+  // core::ReplayParameters and rewrites them before each replay), does on every replay exactly
+  // what the eager step would (no host read); otherwise why not, as a clause ("it clips by norm,
+  // which reads the norms back"). The default: not checked, so not.
+  virtual std::string graph_replay_obstacle() const {
+    return "the optimizer '" + name() + "' is not known to replay correctly";
+  }
+  // Sets the iteration count without a step: a replayed step advances it as the eager step
+  // would, and a capture that failed undoes the count its step took. The default throws
+  // std::logic_error (an optimizer with an obstacle above is never replayed).
+  virtual void set_iterations(std::int64_t iterations);
 };
 
 // At most one of the three, each positive and finite (Keras raises the same way).
@@ -84,6 +98,19 @@ class SlotOptimizer : public OptimizerImpl {
   void exclude_from_weight_decay(const std::vector<Tensor>& var_list,
                                  const std::vector<std::string>& var_names) override;
   std::vector<std::string> weight_decay_excluded_names() const override { return excluded_names_; }
+  // Empty unless clipping by norm (it reads the norms back). The update constants, which change
+  // with the iteration count (Adam's and AdamW's bias correction, a schedule) or with
+  // set_learning_rate, are recorded by a captured step and recomputed for each replay (step()).
+  std::string graph_replay_obstacle() const override;
+  void set_iterations(std::int64_t iterations) override { iterations_ = iterations; }
+
+  // One step's constants: the rule's (clip_limit filled in) and the same without weight decay (for
+  // the variables excluded from it). What step() runs with at `iteration` (the count before the
+  // step), eager or recorded, and what a replayed step's recomputation writes.
+  struct StepConstants {
+    kernel_math::UpdateConstants decayed, undecayed;
+  };
+  StepConstants step_constants(std::int64_t iteration) const;
 
  protected:
   // Validates the clip options (ValueError naming `display_name`, e.g. "SGD").

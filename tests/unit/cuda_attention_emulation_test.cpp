@@ -334,5 +334,39 @@ TEST(CudaAttentionEmulation, ScalarKernelsMatchTheCpu) {
   check_case<double>({"f64_d5_dv3_padding_dropout", 1, 7, 9, 2, 5, 3, false, 2, 0.2}, false);
 }
 
+// A step captured for CUDA graph replays (core::ReplayParameters): the kernels read the dropout
+// key from memory where the problem points there, and then give exactly the bits of a launch
+// with that key (and not those of the launch's own).
+template <typename T>
+void check_key_in_memory(const Case& c, bool tensor_cores) {
+  SCOPED_TRACE(c.name);
+  std::mt19937 gen(7);
+  const auto q = random_values<T>(static_cast<std::size_t>(c.b * c.tq * c.h * c.d), gen, 1.5);
+  const auto k = random_values<T>(static_cast<std::size_t>(c.b * c.tk * c.h * c.d), gen, 1.5);
+  const auto v = random_values<T>(static_cast<std::size_t>(c.b * c.tk * c.h * c.dv), gen, 1.0);
+  const auto dout = random_values<T>(static_cast<std::size_t>(c.b * c.tq * c.h * c.dv), gen, 1.0);
+  const AttentionGeometry g = geometry_of(c, dtype_of<T>());
+  const std::uint64_t replayed_key = 0xabcdef12345ull;
+  AttentionProblem launched = problem_of(g, Tensor());
+  AttentionProblem in_memory = launched;
+  in_memory.dropout_base_in_memory = &replayed_key;
+  AttentionProblem with_key = launched;
+  with_key.dropout_base = replayed_key;
+  const Results<T> a = run_kernels<T>(in_memory, tensor_cores, q, k, v, dout);
+  const Results<T> b = run_kernels<T>(with_key, tensor_cores, q, k, v, dout);
+  const Results<T> own = run_kernels<T>(launched, tensor_cores, q, k, v, dout);
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.lse, b.lse);
+  EXPECT_EQ(a.dq, b.dq);
+  EXPECT_EQ(a.dk, b.dk);
+  EXPECT_EQ(a.dv, b.dv);
+  EXPECT_NE(a.out, own.out) << "the key decides the mask";
+}
+
+TEST(CudaAttentionEmulation, AReplayedStepsDropoutKeyIsReadFromMemory) {
+  check_key_in_memory<bfloat16>({"bf16_d32_dropout", 1, 20, 24, 2, 32, 32, false, 0, 0.3}, true);
+  check_key_in_memory<float>({"f32_d8_causal_dropout", 1, 9, 9, 2, 8, 8, true, 0, 0.5}, false);
+}
+
 }  // namespace
 }  // namespace mixprec::cuda::kernels

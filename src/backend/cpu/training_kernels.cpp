@@ -47,7 +47,11 @@ void multi_tensor_update(const kernel_math::UpdateRule& rule,
     a.n = op.variable.numel();
     a.clip_scale = op.clip_scale;
   }
-  update_all(rule, arrays);
+  // A rule whose constants are in memory (a recorded step, core::ReplayParameters) runs with them.
+  kernel_math::UpdateRule resolved = rule;
+  resolved.constants = kernel_math::constants_to_use(rule.constants, rule.constants_in_memory);
+  resolved.constants_in_memory = nullptr;
+  update_all(resolved, arrays);
 }
 
 void check_gradient(const Tensor& g, std::size_t i, Device device) {

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/caching_allocator.h"
@@ -41,7 +43,14 @@ BlockPool* pool(int index, bool create) {
     raw.allocate = [index](std::size_t bytes) -> void* {
       DeviceGuard guard(index);
       void* ptr = nullptr;
+      // Inside a stream capture of this thread (a CUDA graph's private pool drawing a segment)
+      // cudaMalloc counts as a potentially unsafe call: it is made in relaxed mode, as PyTorch's
+      // graph pools do (a captured graph keeps its addresses; replays allocate nothing). Outside
+      // a capture the exchange changes nothing.
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      check(cudaThreadExchangeStreamCaptureMode(&mode), "cudaThreadExchangeStreamCaptureMode");
       const cudaError_t status = cudaMalloc(&ptr, bytes);
+      (void)cudaThreadExchangeStreamCaptureMode(&mode);
       if (status == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();  // not sticky: clear it and report through nullptr
         return nullptr;
@@ -121,7 +130,38 @@ AllocatorStats allocator_stats(Device device) {
   s.reserved_bytes = ps.reserved_bytes;
   s.allocated_bytes = ps.allocated_bytes;
   s.cached_bytes = ps.cached_bytes();
+  s.allocations = ps.allocations;
+  s.graph_allocations = ps.private_allocations;
+  s.graph_reserved_bytes = ps.private_reserved_bytes;
   return s;
+}
+
+PoolId create_graph_pool(Device device) {
+  return pool(require_device(device), true)->create_private();
+}
+
+void begin_graph_pool(Device device, PoolId id) {
+  try {
+    pool(require_device(device), true)->begin_private(id);
+  } catch (const std::logic_error& e) {
+    throw DeviceError(std::string(e.what()) + " on " + device.to_string());
+  }
+}
+
+void end_graph_pool(Device device) noexcept {
+  if (!device.is_cuda() || device.index < 0) return;
+  if (BlockPool* p = pool(device.index, false)) p->end_private();
+}
+
+void release_graph_pool(Device device, PoolId id) noexcept {
+  if (!device.is_cuda() || device.index < 0) return;
+  if (BlockPool* p = pool(device.index, false)) p->release_private(id);
+}
+
+PrivatePoolStats graph_pool_stats(Device device, PoolId id) {
+  if (!device.is_cuda() || device.index < 0) return {};
+  BlockPool* p = pool(device.index, false);
+  return p == nullptr ? PrivatePoolStats{} : p->private_stats(id);
 }
 
 std::size_t release_cached(Device device) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/cuda/caching_allocator.h"
 #include "mixprec/device.h"
 
 namespace mixprec::cuda {
@@ -26,16 +27,29 @@ void* try_allocate(Device device, std::size_t bytes);
 void deallocate(Device device, void* ptr, std::size_t bytes) noexcept;
 
 struct AllocatorStats {
-  std::int64_t device_mallocs = 0;   // cudaMalloc calls that succeeded, since start
-  std::int64_t device_frees = 0;     // cudaFree calls, since start
-  std::int64_t reserved_bytes = 0;   // held from cudaMalloc now
-  std::int64_t allocated_bytes = 0;  // in blocks handed out now (rounded sizes)
-  std::int64_t cached_bytes = 0;     // reserved but free (reusable without cudaMalloc)
+  std::int64_t device_mallocs = 0;        // cudaMalloc calls that succeeded, since start
+  std::int64_t device_frees = 0;          // cudaFree calls, since start
+  std::int64_t reserved_bytes = 0;        // held from cudaMalloc now
+  std::int64_t allocated_bytes = 0;       // in blocks handed out now (rounded sizes)
+  std::int64_t cached_bytes = 0;          // reserved but free (reusable without cudaMalloc)
+  std::int64_t allocations = 0;           // blocks handed out (cache hits too), since start
+  std::int64_t graph_allocations = 0;     // of those, into a CUDA graph's private pool
+  std::int64_t graph_reserved_bytes = 0;  // in segments of live graph pools
 };
 // All zero for a GPU the allocator has not used yet.
 AllocatorStats allocator_stats(Device device);
 // Releases the cached (wholly free) segments of `device` with cudaFree; returns the bytes freed.
 std::size_t release_cached(Device device);
+
+// CUDA graphs (caching_allocator.h, "Private pools"): a pool per graph on `device`, the window
+// during which the calling thread's allocations go to it (the capture), and its release once the
+// graph is destroyed and its replays have finished. begin_graph_pool throws DeviceError when a
+// window is open already on the device.
+PoolId create_graph_pool(Device device);
+void begin_graph_pool(Device device, PoolId pool);
+void end_graph_pool(Device device) noexcept;
+void release_graph_pool(Device device, PoolId pool) noexcept;
+PrivatePoolStats graph_pool_stats(Device device, PoolId pool);
 
 // "1.50 GiB", "512.00 KiB", "100 B": sizes in error messages.
 std::string format_bytes(std::int64_t bytes);

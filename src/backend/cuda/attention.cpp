@@ -4,6 +4,7 @@
 
 #include "backend/cuda/context.h"
 #include "backend/nn_kernels.h"
+#include "core/replay_parameters.h"
 #include "core/tensor_impl.h"
 
 namespace mixprec::cuda {
@@ -14,7 +15,8 @@ DType compute_dtype(DType dtype) {
   return dtype == DType::float64 ? DType::float64 : DType::float32;
 }
 
-kernels::AttentionProblem problem_of(const Tensor& mask, const AttentionGeometry& g) {
+kernels::AttentionProblem problem_of(const Tensor& mask, const AttentionGeometry& g,
+                                     Device device) {
   kernels::AttentionProblem p;
   p.batch = g.batch, p.heads = g.heads, p.q_len = g.q_len, p.k_len = g.k_len;
   p.head_dim = g.head_dim, p.value_dim = g.value_dim;
@@ -23,6 +25,11 @@ kernels::AttentionProblem problem_of(const Tensor& mask, const AttentionGeometry
   p.dropout = g.dropout;
   p.dropout_base = g.dropout_base;
   p.dropout_threshold = g.dropout_threshold;
+  // Captured for replays: the key of a draw the step recorded comes from the replay buffer.
+  if (const core::ReplayParameters* replay = core::ReplayParameters::active();
+      g.dropout && replay != nullptr && replay->device() == device) {
+    p.dropout_base_in_memory = replay->draw_address(g.dropout_base);
+  }
   p.keep_scale = g.keep_scale;
   if (mask.defined()) {
     p.mask = static_cast<const bool*>(mask.data_ptr());
@@ -51,8 +58,8 @@ AttentionForward attention_forward(const Tensor& q, const Tensor& k, const Tenso
   const bool scalar =
       !kernels::flash_attention_uses_tensor_cores(q.dtype(), g.head_dim, g.value_dim);
   Tensor acc = scratch(scalar, r.out.numel(), q.dtype(), device);
-  kernels::flash_attention_forward(q.dtype(), problem_of(mask, g), q.data_ptr(), k.data_ptr(),
-                                   v.data_ptr(), r.out.data_ptr(), r.lse.data_ptr(),
+  kernels::flash_attention_forward(q.dtype(), problem_of(mask, g, device), q.data_ptr(),
+                                   k.data_ptr(), v.data_ptr(), r.out.data_ptr(), r.lse.data_ptr(),
                                    pointer_or_null(acc), scope.stream());
   return r;
 }
@@ -74,10 +81,10 @@ AttentionGradients attention_backward(const Tensor& dout, const Tensor& q, const
   const Tensor dk_acc = scratch(scalar, k.numel(), q.dtype(), device);
   const Tensor dv_acc = scratch(scalar, v.numel(), q.dtype(), device);
   kernels::flash_attention_backward(
-      q.dtype(), problem_of(mask, g), dout.data_ptr(), q.data_ptr(), k.data_ptr(), v.data_ptr(),
-      out.data_ptr(), lse.data_ptr(), pointer_or_null(row_dots), pointer_or_null(dq_acc),
-      pointer_or_null(dk_acc), pointer_or_null(dv_acc), r.dq.data_ptr(), r.dk.data_ptr(),
-      r.dv.data_ptr(), scope.stream());
+      q.dtype(), problem_of(mask, g, device), dout.data_ptr(), q.data_ptr(), k.data_ptr(),
+      v.data_ptr(), out.data_ptr(), lse.data_ptr(), pointer_or_null(row_dots),
+      pointer_or_null(dq_acc), pointer_or_null(dk_acc), pointer_or_null(dv_acc), r.dq.data_ptr(),
+      r.dk.data_ptr(), r.dv.data_ptr(), scope.stream());
   return r;
 }
 

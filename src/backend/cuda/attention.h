@@ -50,6 +50,9 @@ struct AttentionProblem {
   bool causal = false;
   bool dropout = false;
   std::uint64_t dropout_base = 0, dropout_threshold = 0;
+  // A step captured for CUDA graph replays (core::ReplayParameters): the key is read here, in
+  // device memory, where each replay writes its own step's draw; null: dropout_base.
+  const std::uint64_t* dropout_base_in_memory = nullptr;
   double keep_scale = 1.0;
   const bool* mask = nullptr;
   std::int64_t mask_strides[4] = {0, 0, 0, 0};

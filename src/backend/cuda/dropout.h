@@ -3,7 +3,8 @@
 // of the element. The mask is never stored: the backward runs the same kernel on the output
 // gradient with the same (base, threshold, keep), regenerating it (8 integer multiplies per element
 // against the 2 bytes a stored 16-bit mask would cost to read back: a memory-bound op either way).
-// No host synchronisation: the key is a host integer passed by value.
+// No host synchronisation: the key is a host integer passed by value (or, in a step captured for
+// CUDA graph replays, read from the replay buffer in device memory).
 #pragma once
 
 #if MIXPREC_HAVE_CUDA
@@ -29,9 +30,11 @@ Tensor dropout_apply(const Tensor& x, std::uint64_t base, std::uint64_t threshol
 namespace kernels {
 
 // out[i] = x[i] * (counter_keeps(base, i, threshold) ? keep : 0) for i in [0, n); x, out
-// contiguous, floating `dtype`, n >= 1.
+// contiguous, floating `dtype`, n >= 1. With base_in_memory set (a step captured for replays,
+// core::ReplayParameters) the key is *base_in_memory, read by the kernel when it runs.
 void dropout_apply(DType dtype, const void* x, void* out, std::int64_t n, std::uint64_t base,
-                   std::uint64_t threshold, double keep, cudaStream_t s);
+                   const std::uint64_t* base_in_memory, std::uint64_t threshold, double keep,
+                   cudaStream_t s);
 
 }  // namespace kernels
 #endif  // MIXPREC_HAVE_CUDA

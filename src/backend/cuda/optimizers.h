@@ -120,7 +120,8 @@ void multi_tensor_sum_of_squares(const MultiTensorTable<1>& table, double* parti
                                  cudaStream_t s);
 // The update of `update.kind` (kernel_math::update_element) over every tensor of the table (float32
 // gradients, variables and slots); when found_inf is not null and *found_inf != 0 every block
-// returns before touching memory (variables and slots stay bit-identical).
+// returns before touching memory (variables and slots stay bit-identical). The constants are
+// update.constants_in_memory's when it is set (read by the kernel when it runs: a replayed step's).
 void multi_tensor_update(const kernel_math::UpdateRule& update, const MultiTensorTable<5>& table,
                          const int* found_inf, cudaStream_t s);
 // One thread: kernel_math::loss_scale_step on *state.

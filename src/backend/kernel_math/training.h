@@ -157,7 +157,18 @@ struct UpdateConstants {
 struct UpdateRule {
   UpdateKind kind = UpdateKind::sgd;
   UpdateConstants constants;
+  // CUDA graphs (core::ReplayParameters): where set, the update reads its constants from this
+  // address (device memory on a GPU, host memory on the CPU) when it runs, not from `constants`:
+  // a captured step's replays each write their own step's there. Null in an eager step.
+  const UpdateConstants* constants_in_memory = nullptr;
 };
+
+// The constants an update runs with: the ones in memory where the rule points to them (a replayed
+// step's), else the launch's. The CUDA kernel and the CPU loop both call it.
+MIXPREC_HOST_DEVICE inline UpdateConstants constants_to_use(const UpdateConstants& launched,
+                                                            const UpdateConstants* in_memory) {
+  return in_memory != nullptr ? *in_memory : launched;
+}
 
 MIXPREC_HOST_DEVICE constexpr int update_slot_count(UpdateKind kind) {
   switch (kind) {

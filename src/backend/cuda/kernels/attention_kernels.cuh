@@ -171,9 +171,10 @@ __device__ __forceinline__ C keep_factor(const AttentionProblem& p, std::int64_t
                                          std::int64_t i, std::int64_t j) {
   if (!p.dropout) return C(1);
   const auto index = static_cast<std::uint64_t>(((b * p.heads + h) * p.q_len + i) * p.k_len + j);
-  return core::counter_keeps(p.dropout_base, index, p.dropout_threshold)
-             ? static_cast<C>(p.keep_scale)
-             : C(0);
+  const std::uint64_t base =
+      p.dropout_base_in_memory != nullptr ? *p.dropout_base_in_memory : p.dropout_base;
+  return core::counter_keeps(base, index, p.dropout_threshold) ? static_cast<C>(p.keep_scale)
+                                                               : C(0);
 }
 
 // The last key (exclusive) that a block of queries [i0, i0 + nq) may see.

@@ -94,12 +94,10 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
 
 // ---- the optimizer updates (the formulas: kernel_math::update_element) ----
 
+// The block's chunk of the update with the constants `c`.
 template <kernel_math::UpdateKind K>
-__global__ void __launch_bounds__(kMultiTensorThreads)
-    update_kernel(const MultiTensorTable<5> table, const kernel_math::UpdateConstants c,
-                  const int* __restrict__ found_inf) {
-  // The skip decision of loss scaling, read on the device: no host round trip.
-  if (found_inf != nullptr && *found_inf != 0) return;
+__device__ __forceinline__ void update_chunk(const MultiTensorTable<5>& table,
+                                             const kernel_math::UpdateConstants& c) {
   const ChunkRange r = chunk_of(table);
   const float* __restrict__ grad = static_cast<const float*>(table.ptr[0][r.tensor]);
   float* __restrict__ var = static_cast<float*>(table.ptr[1][r.tensor]);
@@ -112,6 +110,24 @@ __global__ void __launch_bounds__(kMultiTensorThreads)
     kernel_math::update_element<K>(c, grad[i], var + i, kSlots > 0 ? s0 + i : nullptr,
                                    kSlots > 1 ? s1 + i : nullptr, kSlots > 2 ? s2 + i : nullptr,
                                    clip_scale);
+  }
+}
+
+// kInMemory: a step captured for CUDA graph replays reads its constants from device memory
+// (core::ReplayParameters writes each replay's there before the launch); otherwise they are the
+// launch's parameter (the eager step, code unchanged).
+template <kernel_math::UpdateKind K, bool kInMemory>
+__global__ void __launch_bounds__(kMultiTensorThreads)
+    update_kernel(const MultiTensorTable<5> table, const kernel_math::UpdateConstants launched,
+                  const kernel_math::UpdateConstants* __restrict__ in_memory,
+                  const int* __restrict__ found_inf) {
+  // The skip decision of loss scaling, read on the device: no host round trip.
+  if (found_inf != nullptr && *found_inf != 0) return;
+  if constexpr (kInMemory) {
+    const kernel_math::UpdateConstants c = kernel_math::constants_to_use(launched, in_memory);
+    update_chunk<K>(table, c);
+  } else {
+    update_chunk<K>(table, launched);
   }
 }
 
@@ -169,7 +185,12 @@ void multi_tensor_update(const kernel_math::UpdateRule& update, const MultiTenso
   const dim3 grid = grid_of(table);
   const kernel_math::UpdateConstants& c = update.constants;
   kernel_math::dispatch_update_kind(update.kind, [&]<kernel_math::UpdateKind K>() {
-    update_kernel<K><<<grid, kMultiTensorThreads, 0, s>>>(table, c, found_inf);
+    if (update.constants_in_memory != nullptr) {
+      update_kernel<K, true>
+          <<<grid, kMultiTensorThreads, 0, s>>>(table, c, update.constants_in_memory, found_inf);
+    } else {
+      update_kernel<K, false><<<grid, kMultiTensorThreads, 0, s>>>(table, c, nullptr, found_inf);
+    }
   });
   check_launch("optimizer update");
 }
