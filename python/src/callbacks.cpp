@@ -101,7 +101,7 @@ std::vector<CallbackRef> to_callbacks(py::handle list, py::handle model) {
 void bind_callbacks(py::module_& parent) {
   py::module_ m = parent.def_submodule("callbacks", "Callbacks of fit() and evaluate().");
   py::class_<Callback, PyCallback, std::shared_ptr<Callback>>(m, "Callback", py::dynamic_attr(),
-                                                               R"doc(
+                                                              R"doc(
 Base of callbacks (keras.callbacks.Callback). Subclass it in Python and define any of
 on_train_begin(logs), on_train_end(logs), on_epoch_begin(epoch, logs), on_epoch_end(epoch, logs),
 on_train_batch_begin(batch, logs), on_train_batch_end(batch, logs), on_test_begin(logs),
@@ -109,20 +109,29 @@ on_test_end(logs), on_test_batch_end(batch, logs); logs is a dict of floats. fit
 self.model (set self.model.stop_training = True to stop after the current batch) and self.params.
 Call super().__init__() in your __init__.)doc")
       .def(py::init<>())
-      .def("on_train_begin", [](Callback&, py::object) {}, py::arg("logs") = py::none())
-      .def("on_train_end", [](Callback&, py::object) {}, py::arg("logs") = py::none())
-      .def("on_epoch_begin", [](Callback&, int, py::object) {}, py::arg("epoch"),
-           py::arg("logs") = py::none())
-      .def("on_epoch_end", [](Callback&, int, py::object) {}, py::arg("epoch"),
-           py::arg("logs") = py::none())
-      .def("on_train_batch_begin", [](Callback&, std::int64_t, py::object) {}, py::arg("batch"),
-           py::arg("logs") = py::none())
-      .def("on_train_batch_end", [](Callback&, std::int64_t, py::object) {}, py::arg("batch"),
-           py::arg("logs") = py::none())
-      .def("on_test_begin", [](Callback&, py::object) {}, py::arg("logs") = py::none())
-      .def("on_test_end", [](Callback&, py::object) {}, py::arg("logs") = py::none())
-      .def("on_test_batch_end", [](Callback&, std::int64_t, py::object) {}, py::arg("batch"),
-           py::arg("logs") = py::none());
+      .def(
+          "on_train_begin", [](Callback&, py::object) {}, py::arg("logs") = py::none())
+      .def(
+          "on_train_end", [](Callback&, py::object) {}, py::arg("logs") = py::none())
+      .def(
+          "on_epoch_begin", [](Callback&, int, py::object) {}, py::arg("epoch"),
+          py::arg("logs") = py::none())
+      .def(
+          "on_epoch_end", [](Callback&, int, py::object) {}, py::arg("epoch"),
+          py::arg("logs") = py::none())
+      .def(
+          "on_train_batch_begin", [](Callback&, std::int64_t, py::object) {}, py::arg("batch"),
+          py::arg("logs") = py::none())
+      .def(
+          "on_train_batch_end", [](Callback&, std::int64_t, py::object) {}, py::arg("batch"),
+          py::arg("logs") = py::none())
+      .def(
+          "on_test_begin", [](Callback&, py::object) {}, py::arg("logs") = py::none())
+      .def(
+          "on_test_end", [](Callback&, py::object) {}, py::arg("logs") = py::none())
+      .def(
+          "on_test_batch_end", [](Callback&, std::int64_t, py::object) {}, py::arg("batch"),
+          py::arg("logs") = py::none());
 
   auto mode = [](const std::string& name) {
     if (name == "auto") return MonitorMode::automatic;
@@ -136,18 +145,18 @@ Call super().__init__() in your __init__.)doc")
   };
 
   py::class_<EarlyStopping, Callback, std::shared_ptr<EarlyStopping>>(m, "EarlyStopping")
-      .def(py::init([mode](const std::string& monitor, double min_delta, int patience,
-                           int verbose, const std::string& m, std::optional<double> baseline,
+      .def(py::init([mode](const std::string& monitor, double min_delta, int patience, int verbose,
+                           const std::string& m, std::optional<double> baseline,
                            bool restore_best_weights, int start_from_epoch) {
-             return std::make_shared<EarlyStopping>(EarlyStoppingOptions{
-                 .monitor = monitor,
-                 .min_delta = min_delta,
-                 .patience = patience,
-                 .mode = mode(m),
-                 .baseline = baseline,
-                 .restore_best_weights = restore_best_weights,
-                 .start_from_epoch = start_from_epoch,
-                 .verbose = verbose != 0});
+             return std::make_shared<EarlyStopping>(
+                 EarlyStoppingOptions{.monitor = monitor,
+                                      .min_delta = min_delta,
+                                      .patience = patience,
+                                      .mode = mode(m),
+                                      .baseline = baseline,
+                                      .restore_best_weights = restore_best_weights,
+                                      .start_from_epoch = start_from_epoch,
+                                      .verbose = verbose != 0});
            }),
            py::arg("monitor") = "val_loss", py::arg("min_delta") = 0.0, py::arg("patience") = 0,
            py::arg("verbose") = 0, py::arg("mode") = "auto", py::arg("baseline") = py::none(),
@@ -182,7 +191,8 @@ Call super().__init__() in your __init__.)doc")
 
   py::class_<CSVLogger, Callback, std::shared_ptr<CSVLogger>>(m, "CSVLogger")
       .def(py::init([](const std::string& filename, const std::string& separator, bool append) {
-             if (separator.size() != 1) throw ValueError("CSVLogger: separator must be 1 character");
+             if (separator.size() != 1)
+               throw ValueError("CSVLogger: separator must be 1 character");
              return std::make_shared<CSVLogger>(
                  filename, CSVLoggerOptions{.separator = separator[0], .append = append});
            }),
@@ -236,21 +246,21 @@ Call super().__init__() in your __init__.)doc")
            py::arg("update_freq") = "epoch", py::arg("write_gradients") = false);
 
   py::class_<BackupAndRestore, Callback, std::shared_ptr<BackupAndRestore>>(m, "BackupAndRestore")
-      .def(py::init([save_freq](const std::string& backup_dir, py::object freq,
-                                bool delete_checkpoint, int max_to_keep, int verbose,
-                                bool restart) {
-             BackupAndRestoreOptions o;
-             o.backup_dir = backup_dir;
-             o.save_freq = save_freq(freq);
-             o.delete_checkpoint = delete_checkpoint;
-             o.max_to_keep = max_to_keep;
-             o.verbose = verbose != 0;
-             o.restart = restart;
-             return std::make_shared<BackupAndRestore>(o);
-           }),
-           py::arg("backup_dir"), py::arg("save_freq") = "epoch",
-           py::arg("delete_checkpoint") = true, py::arg("max_to_keep") = 2,
-           py::arg("verbose") = 0, py::arg("restart") = false);
+      .def(
+          py::init([save_freq](const std::string& backup_dir, py::object freq,
+                               bool delete_checkpoint, int max_to_keep, int verbose, bool restart) {
+            BackupAndRestoreOptions o;
+            o.backup_dir = backup_dir;
+            o.save_freq = save_freq(freq);
+            o.delete_checkpoint = delete_checkpoint;
+            o.max_to_keep = max_to_keep;
+            o.verbose = verbose != 0;
+            o.restart = restart;
+            return std::make_shared<BackupAndRestore>(o);
+          }),
+          py::arg("backup_dir"), py::arg("save_freq") = "epoch",
+          py::arg("delete_checkpoint") = true, py::arg("max_to_keep") = 2, py::arg("verbose") = 0,
+          py::arg("restart") = false);
 }
 
 }  // namespace mixprec::python

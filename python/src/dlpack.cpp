@@ -46,8 +46,8 @@ DType from_dl_dtype(DLDataType dt) {
   if (dt.code == kDLInt && dt.bits == 64) return DType::int64;
   if (dt.code == kDLUInt && dt.bits == 8) return DType::uint8;
   if (dt.code == 6 && dt.bits == 8) return DType::bool_;  // kDLBool in DLPack >= 0.8
-  throw DTypeError("from_dlpack: no mixprec dtype for DLPack type code " +
-                   std::to_string(dt.code) + " with " + std::to_string(dt.bits) + " bits");
+  throw DTypeError("from_dlpack: no mixprec dtype for DLPack type code " + std::to_string(dt.code) +
+                   " with " + std::to_string(dt.bits) + " bits");
 }
 
 // What an exported DLManagedTensor owns: a handle to the tensor (its storage stays alive) and the
@@ -126,12 +126,12 @@ Tensor tensor_from_dlpack(py::handle obj) {
   } else {
     throw py::type_error("from_dlpack: expected an object with __dlpack__ or a DLPack capsule");
   }
-  auto* managed =
-      static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsuleName));
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kCapsuleName));
   if (managed == nullptr) {
     PyErr_Clear();
-    throw ValueError("from_dlpack: the capsule is not an unused \"dltensor\" (each __dlpack__() "
-                     "capsule can be consumed once)");
+    throw ValueError(
+        "from_dlpack: the capsule is not an unused \"dltensor\" (each __dlpack__() "
+        "capsule can be consumed once)");
   }
   if (PyCapsule_SetName(capsule.ptr(), kUsedCapsuleName) != 0) throw py::error_already_set();
   auto owner = std::make_shared<ImportedTensor>(managed);  // the deleter runs however this ends
@@ -151,7 +151,8 @@ Tensor tensor_from_dlpack(py::handle obj) {
   std::vector<std::int64_t> strides;
   if (dl.strides != nullptr) strides.assign(dl.strides, dl.strides + dl.ndim);
   void* data = dl.data == nullptr ? nullptr : static_cast<char*>(dl.data) + dl.byte_offset;
-  return from_blob(data, dtype, Shape(shape), std::move(strides), [owner] {}, device);
+  return from_blob(
+      data, dtype, Shape(shape), std::move(strides), [owner] {}, device);
 }
 
 void bind_dlpack(py::module_& m) {
@@ -168,8 +169,7 @@ void bind_dlpack(py::module_& m) {
         }
         return to_dlpack(t);
       },
-      py::arg("stream") = py::none(),
-      "A DLPack capsule viewing this tensor's memory (no copy).");
+      py::arg("stream") = py::none(), "A DLPack capsule viewing this tensor's memory (no copy).");
   tensor.def("__dlpack_device__", [](const Tensor& t) {
     const Device d = t.device();
     return py::make_tuple(static_cast<int>(d.is_cuda() ? kDLCUDA : kDLCPU), d.index);

@@ -47,8 +47,8 @@ void bind_errors(py::module_& m) {
                       "Malformed data files: IDX, CIFAR, token files (a ValueError).");
   c.device = make_class(m, "DeviceError", py::make_tuple(c.error),
                         "A device that is not available, mixed devices, out of memory.");
-  c.autograd = make_class(m, "AutogradError", py::make_tuple(c.error),
-                          "Misuse of the autograd machinery.");
+  c.autograd =
+      make_class(m, "AutogradError", py::make_tuple(c.error), "Misuse of the autograd machinery.");
   c.io = make_class(m, "IOError", py::make_tuple(c.error, builtin("OSError")),
                     "Files that cannot be read or written, or are malformed (an OSError).");
   c.distributed = make_class(m, "DistributedError", py::make_tuple(c.error),

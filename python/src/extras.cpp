@@ -183,13 +183,13 @@ std::string info_text() {
       os << "           compute capability " << d.compute_capability_major << "."
          << d.compute_capability_minor << "\n";
     }
-    os << "           native float16 " << (d.native_float16 ? "yes" : "no")
-       << "; native bfloat16 " << (d.native_bfloat16 ? "yes" : "no") << "\n";
+    os << "           native float16 " << (d.native_float16 ? "yes" : "no") << "; native bfloat16 "
+       << (d.native_bfloat16 ? "yes" : "no") << "\n";
   }
   os << "recommended policy: " << choice.policy.name() << "\n  " << choice.reason << "\n";
   for (const char* name : {"mixed_float16", "mixed_bfloat16"}) {
-    const std::string warning = mixed_precision::policy_compatibility_warning(
-        mixed_precision::Policy(name), devices);
+    const std::string warning =
+        mixed_precision::policy_compatibility_warning(mixed_precision::Policy(name), devices);
     os << name << ": " << (warning.empty() ? "runs at full speed here" : warning) << "\n";
   }
   return os.str();

@@ -95,12 +95,13 @@ void bind_layers(py::module_& m) {
       .def(py::init([](const std::string& name) { return initializers::Initializer(name); }),
            py::arg("name"))
       .def_property_readonly("name", &initializers::Initializer::name)
-      .def("__call__",
-           [](const initializers::Initializer& init, py::object shape, py::object dtype) {
-             return init(Shape(to_partial_shape(shape)),
-                         dtype.is_none() ? DType::float32 : to_dtype(dtype));
-           },
-           py::arg("shape"), py::arg("dtype") = py::none());
+      .def(
+          "__call__",
+          [](const initializers::Initializer& init, py::object shape, py::object dtype) {
+            return init(Shape(to_partial_shape(shape)),
+                        dtype.is_none() ? DType::float32 : to_dtype(dtype));
+          },
+          py::arg("shape"), py::arg("dtype") = py::none());
   py::implicitly_convertible<std::string, initializers::Initializer>();
 
   py::class_<KerasTensor>(m, "KerasTensor",
@@ -118,12 +119,14 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("name", &Layer::name)
       .def_property_readonly("class_name", &Layer::class_name)
       .def_property_readonly("dtype_policy", &Layer::dtype_policy)
-      .def_property_readonly("dtype",
-                             [](const Layer& l) { return std::string(dtype_name(l.variable_dtype())); })
-      .def_property_readonly("compute_dtype",
-                             [](const Layer& l) { return std::string(dtype_name(l.compute_dtype())); })
       .def_property_readonly(
-          "variable_dtype", [](const Layer& l) { return std::string(dtype_name(l.variable_dtype())); })
+          "dtype", [](const Layer& l) { return std::string(dtype_name(l.variable_dtype())); })
+      .def_property_readonly(
+          "compute_dtype",
+          [](const Layer& l) { return std::string(dtype_name(l.compute_dtype())); })
+      .def_property_readonly(
+          "variable_dtype",
+          [](const Layer& l) { return std::string(dtype_name(l.variable_dtype())); })
       .def_property_readonly(
           "accumulation_dtype",
           [](const Layer& l) { return std::string(dtype_name(l.accumulation_dtype())); })
@@ -167,8 +170,8 @@ void bind_layers(py::module_& m) {
 
   LayerClass<Dense>(m, "Dense", "Densely connected layer: activation(x @ kernel + bias).")
       .def(py::init([](std::int64_t units, py::object activation, bool use_bias,
-                       py::object kernel_initializer, py::object bias_initializer,
-                       py::object dtype, py::object name, bool trainable) {
+                       py::object kernel_initializer, py::object bias_initializer, py::object dtype,
+                       py::object name, bool trainable) {
              auto o = common<DenseOptions>(dtype, name, trainable);
              o.activation = str_or_empty(activation);
              o.use_bias = use_bias;
@@ -209,15 +212,16 @@ void bind_layers(py::module_& m) {
            }),
            MIXPREC_PY_COMMON_ARGS);
   LayerClass<Reshape>(m, "Reshape")
-      .def(py::init([plain](py::object target_shape, py::object dtype, py::object name,
-                            bool trainable) {
-             return Reshape(to_partial_shape(target_shape), plain(dtype, name, trainable));
-           }),
+      .def(py::init(
+               [plain](py::object target_shape, py::object dtype, py::object name, bool trainable) {
+                 return Reshape(to_partial_shape(target_shape), plain(dtype, name, trainable));
+               }),
            py::arg("target_shape"), MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Add>(m, "Add").def(py::init([plain](py::object dtype, py::object name, bool trainable) {
-                                  return Add(plain(dtype, name, trainable));
-                                }),
-                                MIXPREC_PY_COMMON_ARGS);
+  LayerClass<Add>(m, "Add").def(
+      py::init([plain](py::object dtype, py::object name, bool trainable) {
+        return Add(plain(dtype, name, trainable));
+      }),
+      MIXPREC_PY_COMMON_ARGS);
   LayerClass<Multiply>(m, "Multiply")
       .def(py::init([plain](py::object dtype, py::object name, bool trainable) {
              return Multiply(plain(dtype, name, trainable));
@@ -261,18 +265,19 @@ void bind_layers(py::module_& m) {
            py::arg("kernel_initializer") = "glorot_uniform", py::arg("bias_initializer") = "zeros",
            MIXPREC_PY_COMMON_ARGS)
       .def_property_readonly("filters", &Conv2D::filters)
-      .def_property_readonly("kernel_size", [](const Conv2D& c) { return size2d_tuple(c.kernel_size()); })
+      .def_property_readonly("kernel_size",
+                             [](const Conv2D& c) { return size2d_tuple(c.kernel_size()); })
       .def_property_readonly("strides", [](const Conv2D& c) { return size2d_tuple(c.strides()); })
-      .def_property_readonly("padding", [](const Conv2D& c) { return std::string(c.padding().name()); })
+      .def_property_readonly("padding",
+                             [](const Conv2D& c) { return std::string(c.padding().name()); })
       .def_property_readonly("kernel", &Conv2D::kernel)
       .def_property_readonly("bias", [](const Conv2D& c) { return optional_tensor(c.bias()); });
 
   LayerClass<DepthwiseConv2D>(m, "DepthwiseConv2D")
       .def(py::init([](py::object kernel_size, py::object strides, const std::string& padding,
                        int depth_multiplier, py::object dilation_rate, py::object activation,
-                       bool use_bias, py::object depthwise_initializer,
-                       py::object bias_initializer, py::object dtype, py::object name,
-                       bool trainable) {
+                       bool use_bias, py::object depthwise_initializer, py::object bias_initializer,
+                       py::object dtype, py::object name, bool trainable) {
              auto o = common<DepthwiseConv2DOptions>(dtype, name, trainable);
              o.strides = to_size2d(strides);
              o.padding = PaddingMode(padding);
@@ -311,11 +316,11 @@ void bind_layers(py::module_& m) {
     o.synchronized = synchronized;
     return o;
   };
-#define MIXPREC_PY_BN_ARGS                                                                     \
-  py::arg("axis") = -1, py::arg("momentum") = 0.99, py::arg("epsilon") = 1e-3,                 \
-  py::arg("center") = true, py::arg("scale") = true, py::arg("beta_initializer") = "zeros",    \
-  py::arg("gamma_initializer") = "ones", py::arg("moving_mean_initializer") = "zeros",         \
-  py::arg("moving_variance_initializer") = "ones", py::arg("synchronized") = false,            \
+#define MIXPREC_PY_BN_ARGS                                                                  \
+  py::arg("axis") = -1, py::arg("momentum") = 0.99, py::arg("epsilon") = 1e-3,              \
+  py::arg("center") = true, py::arg("scale") = true, py::arg("beta_initializer") = "zeros", \
+  py::arg("gamma_initializer") = "ones", py::arg("moving_mean_initializer") = "zeros",      \
+  py::arg("moving_variance_initializer") = "ones", py::arg("synchronized") = false,         \
   MIXPREC_PY_COMMON_ARGS
   LayerClass<BatchNormalization>(m, "BatchNormalization")
       .def(py::init([batch_norm_init](int axis, double momentum, double epsilon, bool center,
@@ -348,8 +353,8 @@ void bind_layers(py::module_& m) {
 
   LayerClass<LayerNormalization>(m, "LayerNormalization")
       .def(py::init([](int axis, double epsilon, bool center, bool scale,
-                       py::object beta_initializer, py::object gamma_initializer,
-                       py::object dtype, py::object name, bool trainable) {
+                       py::object beta_initializer, py::object gamma_initializer, py::object dtype,
+                       py::object name, bool trainable) {
              auto o = common<LayerNormalizationOptions>(dtype, name, trainable);
              o.axis = axis;
              o.epsilon = epsilon;
@@ -411,8 +416,7 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("keepdims") = false, MIXPREC_PY_COMMON_ARGS);
   LayerClass<ZeroPadding2D>(m, "ZeroPadding2D")
-      .def(py::init([plain](py::object padding, py::object dtype, py::object name,
-                            bool trainable) {
+      .def(py::init([plain](py::object padding, py::object dtype, py::object name, bool trainable) {
              auto o = plain(dtype, name, trainable);
              if (py::isinstance<py::int_>(padding)) return ZeroPadding2D(padding.cast<int>(), o);
              auto seq = padding.cast<py::sequence>();
@@ -433,20 +437,20 @@ void bind_layers(py::module_& m) {
            py::arg("height"), py::arg("width"), py::arg("interpolation") = "bilinear",
            MIXPREC_PY_COMMON_ARGS);
   LayerClass<Cropping1D>(m, "Cropping1D")
-      .def(py::init([plain](py::object cropping, py::object dtype, py::object name,
-                            bool trainable) {
-             Cropping1DAmounts amounts;
-             if (py::isinstance<py::int_>(cropping)) {
-               amounts.left = amounts.right = cropping.cast<std::int64_t>();
-             } else {
-               auto v = cropping.cast<std::vector<std::int64_t>>();
-               if (v.size() != 2) throw ValueError("Cropping1D: cropping must be an int or a pair");
-               amounts.left = v[0];
-               amounts.right = v[1];
-             }
-             return Cropping1D(amounts, plain(dtype, name, trainable));
-           }),
-           py::arg("cropping") = py::make_tuple(1, 1), MIXPREC_PY_COMMON_ARGS);
+      .def(
+          py::init([plain](py::object cropping, py::object dtype, py::object name, bool trainable) {
+            Cropping1DAmounts amounts;
+            if (py::isinstance<py::int_>(cropping)) {
+              amounts.left = amounts.right = cropping.cast<std::int64_t>();
+            } else {
+              auto v = cropping.cast<std::vector<std::int64_t>>();
+              if (v.size() != 2) throw ValueError("Cropping1D: cropping must be an int or a pair");
+              amounts.left = v[0];
+              amounts.right = v[1];
+            }
+            return Cropping1D(amounts, plain(dtype, name, trainable));
+          }),
+          py::arg("cropping") = py::make_tuple(1, 1), MIXPREC_PY_COMMON_ARGS);
 
   LayerClass<Embedding>(m, "Embedding")
       .def(py::init([](std::int64_t input_dim, std::int64_t output_dim,
@@ -516,8 +520,9 @@ void bind_layers(py::module_& m) {
           [](const MultiHeadAttention& mha, py::object query, py::object value, py::object key,
              bool use_causal_mask, bool training) -> py::object {
             if (!key.is_none() && !key.is(value)) {
-              throw ValueError("MultiHeadAttention: a key different from the value is not "
-                               "supported (leave key=None)");
+              throw ValueError(
+                  "MultiHeadAttention: a key different from the value is not "
+                  "supported (leave key=None)");
             }
             if (py::isinstance<KerasTensor>(query)) {
               return py::cast(mha(query.cast<KerasTensor>(), value.cast<KerasTensor>(),

@@ -15,8 +15,9 @@ variables. 'mixed_float16' = (float16, float32), 'mixed_bfloat16' = (bfloat16, f
 lists the valid names.)doc")
       .def(py::init<const std::string&>(), py::arg("name"))
       .def_property_readonly("name", &Policy::name)
-      .def_property_readonly("compute_dtype",
-                             [](const Policy& p) { return std::string(dtype_name(p.compute_dtype())); })
+      .def_property_readonly(
+          "compute_dtype",
+          [](const Policy& p) { return std::string(dtype_name(p.compute_dtype())); })
       .def_property_readonly(
           "variable_dtype",
           [](const Policy& p) { return std::string(dtype_name(p.variable_dtype())); })
@@ -30,8 +31,8 @@ lists the valid names.)doc")
   m.def(
       "set_global_policy",
       [](py::object policy) {
-        mixed_precision::set_global_policy(
-            policy.is_none() ? Policy("float32") : *to_policy(policy));
+        mixed_precision::set_global_policy(policy.is_none() ? Policy("float32")
+                                                            : *to_policy(policy));
       },
       py::arg("policy"),
       "Sets the policy of layers created from now on (a name, a Policy, or None for float32).");

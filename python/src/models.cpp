@@ -88,8 +88,8 @@ History fit(py::object self, py::object x, py::object y, py::object batch_size, 
   Model& model = self.cast<Model&>();
   FitData data = fit_data(x, y);
   FitOptions o;
-  o.batch_size = batch_size.is_none() ? data.batch_size.value_or(32)
-                                      : batch_size.cast<std::int64_t>();
+  o.batch_size =
+      batch_size.is_none() ? data.batch_size.value_or(32) : batch_size.cast<std::int64_t>();
   o.epochs = epochs;
   o.verbose = to_verbosity(verbose);
   o.validation_split = validation_split;
@@ -126,8 +126,8 @@ py::object evaluate(py::object self, py::object x, py::object y, py::object batc
   Model& model = self.cast<Model&>();
   FitData data = fit_data(x, y);
   EvaluateOptions o;
-  o.batch_size = batch_size.is_none() ? data.batch_size.value_or(32)
-                                      : batch_size.cast<std::int64_t>();
+  o.batch_size =
+      batch_size.is_none() ? data.batch_size.value_or(32) : batch_size.cast<std::int64_t>();
   o.verbose = to_verbosity(verbose);
   if (!distribute.is_none()) o.distribute = distribute.cast<distributed::DataParallel>();
   o.callbacks = to_callbacks(callbacks, self);
@@ -153,8 +153,8 @@ py::array predict(Model& model, py::object x, py::object batch_size, py::object 
     input = to_tensor(x);
   }
   PredictOptions o;
-  o.batch_size = batch_size.is_none() ? dataset_batch.value_or(32)
-                                      : batch_size.cast<std::int64_t>();
+  o.batch_size =
+      batch_size.is_none() ? dataset_batch.value_or(32) : batch_size.cast<std::int64_t>();
   o.verbose = to_verbosity(verbose);
   Tensor out;
   {
@@ -254,12 +254,11 @@ evaluate and predict take NumPy arrays (viewed in place) or Tensors and release 
           "mixed_float16); loss: a name or a Loss (default sparse_categorical_crossentropy); "
           "metrics: names or Metric objects.")
       .def("fit", &fit, py::arg("x") = py::none(), py::arg("y") = py::none(),
-           py::arg("batch_size") = py::none(), py::arg("epochs") = 1,
-           py::arg("verbose") = "auto", py::arg("callbacks") = py::none(),
-           py::arg("validation_split") = 0.0, py::arg("validation_data") = py::none(),
-           py::arg("shuffle") = true, py::arg("initial_epoch") = 0,
-           py::arg("steps_per_epoch") = py::none(), py::arg("seed") = py::none(),
-           py::arg("distribute") = py::none(),
+           py::arg("batch_size") = py::none(), py::arg("epochs") = 1, py::arg("verbose") = "auto",
+           py::arg("callbacks") = py::none(), py::arg("validation_split") = 0.0,
+           py::arg("validation_data") = py::none(), py::arg("shuffle") = true,
+           py::arg("initial_epoch") = 0, py::arg("steps_per_epoch") = py::none(),
+           py::arg("seed") = py::none(), py::arg("distribute") = py::none(),
            "Trains (keras.Model.fit); returns a History. The GIL is released while it runs; "
            "Ctrl-C stops it after the current step with KeyboardInterrupt.")
       .def("evaluate", &evaluate, py::arg("x") = py::none(), py::arg("y") = py::none(),

@@ -55,7 +55,7 @@ Tensor view_array(const py::array& arr, DType dtype) {
   const bool aligned = (flags & py::detail::npy_api::NPY_ARRAY_ALIGNED_) != 0;
   const bool writeable = (flags & py::detail::npy_api::NPY_ARRAY_WRITEABLE_) != 0;
   // A read-only array (np.frombuffer of bytes) is copied: Tensor.assign may write into a tensor.
-  if (!aligned || !writeable || !arr.dtype().isbuiltin()) return Tensor();
+  if (!aligned || !writeable) return Tensor();
   if (arr.dtype().byteorder() == '>') return Tensor();
   const auto itemsize = static_cast<py::ssize_t>(dtype_size(dtype));
   std::vector<std::int64_t> shape(static_cast<std::size_t>(arr.ndim()));
@@ -96,8 +96,9 @@ py::dtype numpy_dtype(DType dtype) {
     case DType::bool_: return py::dtype("bool");
     case DType::bfloat16: break;
   }
-  throw ValueError("NumPy has no bfloat16; read such a tensor as float32 (tensor.numpy()) or as "
-                   "its raw bits (tensor.numpy(raw_bfloat16=True))");
+  throw ValueError(
+      "NumPy has no bfloat16; read such a tensor as float32 (tensor.numpy()) or as "
+      "its raw bits (tensor.numpy(raw_bfloat16=True))");
 }
 
 DType to_dtype(py::handle obj) {
@@ -252,10 +253,12 @@ void bind_tensor(py::module_& m) {
       .value("uint8", DType::uint8)
       .value("bool", DType::bool_)
       .def("__str__", [](DType d) { return std::string(dtype_name(d)); })
+      .def_property_readonly("name", [](DType d) { return std::string(dtype_name(d)); })
       .def_property_readonly("is_floating", [](DType d) { return is_floating(d); })
       .def_property_readonly("itemsize", [](DType d) { return dtype_size(d); });
-  m.def("as_dtype", [](py::object obj) { return to_dtype(obj); }, py::arg("dtype"),
-        "The DType of a name ('float16'), a DType or a NumPy dtype.");
+  m.def(
+      "as_dtype", [](py::object obj) { return to_dtype(obj); }, py::arg("dtype"),
+      "The DType of a name ('float16'), a DType or a NumPy dtype.");
 
   py::class_<Tensor> cls(m, "Tensor", R"doc(
 A tensor: a strided view of storage on a device, with a dtype, and its autograd state.
@@ -270,8 +273,8 @@ numpy() and __array__ give the values as a NumPy array: a view of the tensor's m
 tensors of NumPy's dtypes; bfloat16, which NumPy lacks, comes out as float32 by default and as its
 raw uint16 bits with numpy(raw_bfloat16=True).)doc");
   cls.def(py::init([](py::object data, py::object dtype) {
-            return to_tensor(data, dtype.is_none() ? std::nullopt
-                                                   : std::optional<DType>(to_dtype(dtype)));
+            return to_tensor(
+                data, dtype.is_none() ? std::nullopt : std::optional<DType>(to_dtype(dtype)));
           }),
           py::arg("data"), py::arg("dtype") = py::none())
       .def_property_readonly("shape", &shape_tuple, "The shape as a tuple of ints.")
@@ -297,8 +300,9 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
           },
           py::arg("dtype") = py::none())
-      .def("item", py::overload_cast<>(&Tensor::item, py::const_),
-           "The value of a one-element tensor as a Python float.")
+      .def(
+          "item", [](const Tensor& t) { return t.item(); },
+          "The value of a one-element tensor as a Python float.")
       .def("__float__", [](const Tensor& t) { return t.item(); })
       .def("__int__", [](const Tensor& t) { return static_cast<std::int64_t>(t.item()); })
       .def("__len__",
@@ -342,9 +346,8 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
                                if (t.rank() < 2) return t;
                                return t.transpose(-2, -1);
                              })
-      .def_property(
-          "requires_grad", &Tensor::requires_grad,
-          [](Tensor& t, bool on) { t.set_requires_grad(on); })
+      .def_property("requires_grad", &Tensor::requires_grad,
+                    [](Tensor& t, bool on) { t.set_requires_grad(on); })
       .def_property_readonly("grad",
                              [](const Tensor& t) -> py::object {
                                Tensor g = t.grad();
@@ -361,12 +364,13 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
           },
           py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
       .def("detach", &Tensor::detach)
-      .def("assign",
-           [](const Tensor& t, py::object value) {
-             t.assign(to_tensor(value, t.dtype()));
-             return t;
-           },
-           py::arg("value"), "Writes `value` into this tensor's storage in place.")
+      .def(
+          "assign",
+          [](const Tensor& t, py::object value) {
+            t.assign(to_tensor(value, t.dtype()));
+            return t;
+          },
+          py::arg("value"), "Writes `value` into this tensor's storage in place.")
       .def("__neg__", [](const Tensor& t) { return -t; });
   def_binary(cls, "__add__", "__radd__", [](const Tensor& a, const Tensor& b) { return a + b; });
   def_binary(cls, "__sub__", "__rsub__", [](const Tensor& a, const Tensor& b) { return a - b; });
@@ -377,7 +381,8 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
     py::gil_scoped_release release;
     return matmul(a, b);
   });
-  def_binary(cls, "__pow__", "__rpow__", [](const Tensor& a, const Tensor& b) { return pow(a, b); });
+  def_binary(cls, "__pow__", "__rpow__",
+             [](const Tensor& a, const Tensor& b) { return pow(a, b); });
   cls.def("__getitem__", [](const Tensor& t, py::object index) {
     // Basic indexing through NumPy on a view: t[0], t[1:3] (a copy into a new tensor).
     py::array a = to_numpy(t);
@@ -386,17 +391,18 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
 
   // ---- functions ----
   m.def(
-      "tensor", [](py::object data, py::object dtype) {
-        return to_tensor(data, dtype.is_none() ? std::nullopt
-                                               : std::optional<DType>(to_dtype(dtype)));
+      "tensor",
+      [](py::object data, py::object dtype) {
+        return to_tensor(data,
+                         dtype.is_none() ? std::nullopt : std::optional<DType>(to_dtype(dtype)));
       },
       py::arg("data"), py::arg("dtype") = py::none(),
       "A Tensor from an array, a DLPack object or a nested list (see Tensor).");
   m.def(
       "convert_to_tensor",
       [](py::object data, py::object dtype) {
-        return to_tensor(data, dtype.is_none() ? std::nullopt
-                                               : std::optional<DType>(to_dtype(dtype)));
+        return to_tensor(data,
+                         dtype.is_none() ? std::nullopt : std::optional<DType>(to_dtype(dtype)));
       },
       py::arg("value"), py::arg("dtype") = py::none());
   auto creator = [&m](const char* name, auto fn) {
@@ -413,15 +419,16 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
   m.def(
       "constant",
       [](py::object value, py::object dtype) {
-        return to_tensor(value, dtype.is_none() ? std::nullopt
-                                                : std::optional<DType>(to_dtype(dtype)));
+        return to_tensor(value,
+                         dtype.is_none() ? std::nullopt : std::optional<DType>(to_dtype(dtype)));
       },
       py::arg("value"), py::arg("dtype") = py::none());
 
   py::module_ ops = m.def_submodule("ops", "Differentiable operations on tensors.");
   auto binary = [&ops](const char* name, Tensor (*fn)(const Tensor&, const Tensor&)) {
-    ops.def(name, [fn](const Tensor& a, const Tensor& b) { return fn(a, b); }, py::arg("x1"),
-            py::arg("x2"));
+    ops.def(
+        name, [fn](const Tensor& a, const Tensor& b) { return fn(a, b); }, py::arg("x1"),
+        py::arg("x2"));
     ops.def(
         name,
         [fn](py::object a, py::object b) {
@@ -445,7 +452,8 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
       },
       py::arg("x1"), py::arg("x2"));
   auto unary = [&ops](const char* name, Tensor (*fn)(const Tensor&)) {
-    ops.def(name, [fn](py::object x) { return fn(to_tensor(x)); }, py::arg("x"));
+    ops.def(
+        name, [fn](py::object x) { return fn(to_tensor(x)); }, py::arg("x"));
   };
   unary("exp", &exp);
   unary("log", &log);
@@ -456,16 +464,17 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
   unary("relu6", &relu6);
   unary("sigmoid", &sigmoid);
   unary("tanh", &tanh);
-  unary("gelu", &gelu);
+  ops.def(
+      "gelu", [](py::object x) { return gelu(to_tensor(x)); }, py::arg("x"));
   unary("silu", &silu);
   ops.def(
-      "softmax", [](py::object x, int axis) { return softmax(to_tensor(x), axis); },
-      py::arg("x"), py::arg("axis") = -1);
+      "softmax", [](py::object x, int axis) { return softmax(to_tensor(x), axis); }, py::arg("x"),
+      py::arg("axis") = -1);
   ops.def(
       "cast", [](py::object x, py::object dtype) { return cast(to_tensor(x), to_dtype(dtype)); },
       py::arg("x"), py::arg("dtype"));
-  auto reduction = [&ops](const char* name, Tensor (*fn)(const Tensor&, const std::vector<int>&,
-                                                           KeepDims)) {
+  auto reduction = [&ops](const char* name,
+                          Tensor (*fn)(const Tensor&, const std::vector<int>&, KeepDims)) {
     ops.def(
         name,
         [fn](py::object x, py::object axis, bool keepdims) {
@@ -496,8 +505,7 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
   ops.def(
       "one_hot",
       [](py::object x, std::int64_t depth, py::object dtype) {
-        return one_hot(to_tensor(x), depth,
-                       dtype.is_none() ? DType::float32 : to_dtype(dtype));
+        return one_hot(to_tensor(x), depth, dtype.is_none() ? DType::float32 : to_dtype(dtype));
       },
       py::arg("x"), py::arg("num_classes"), py::arg("dtype") = py::none());
   ops.def(

@@ -81,9 +81,9 @@ void clip_options(Options& o, std::optional<double> clipnorm, std::optional<doub
   o.global_clipnorm = global_clipnorm;
 }
 
-#define MIXPREC_PY_CLIP_ARGS                                       \
+#define MIXPREC_PY_CLIP_ARGS                                           \
   py::arg("clipnorm") = py::none(), py::arg("clipvalue") = py::none(), \
-      py::arg("global_clipnorm") = py::none()
+  py::arg("global_clipnorm") = py::none()
 
 void bind_optimizers(py::module_& m) {
   using namespace optimizers;
@@ -100,8 +100,8 @@ void bind_optimizers(py::module_& m) {
   py::class_<schedules::CosineDecay>(sched, "CosineDecay")
       .def(py::init([](double initial_learning_rate, std::int64_t decay_steps, double alpha,
                        std::optional<double> warmup_target, std::int64_t warmup_steps) {
-             return schedules::CosineDecay{initial_learning_rate, decay_steps, alpha,
-                                           warmup_target, warmup_steps};
+             return schedules::CosineDecay{initial_learning_rate, decay_steps, alpha, warmup_target,
+                                           warmup_steps};
            }),
            py::arg("initial_learning_rate"), py::arg("decay_steps"), py::arg("alpha") = 0.0,
            py::arg("warmup_target") = py::none(), py::arg("warmup_steps") = 0)
@@ -111,9 +111,8 @@ void bind_optimizers(py::module_& m) {
                         "Base of the optimizers: a handle; copies share the state.")
       .def_property_readonly("name", &Optimizer::name)
       .def_property_readonly("iterations", &Optimizer::iterations)
-      .def_property(
-          "learning_rate", &Optimizer::learning_rate,
-          [](Optimizer& o, py::object lr) { o.set_learning_rate(to_learning_rate(lr)); })
+      .def_property("learning_rate", &Optimizer::learning_rate,
+                    [](Optimizer& o, py::object lr) { o.set_learning_rate(to_learning_rate(lr)); })
       .def(
           "apply_gradients",
           [](Optimizer& o, py::object grads_and_vars) {
@@ -137,8 +136,8 @@ void bind_optimizers(py::module_& m) {
              clip_options(o, clipnorm, clipvalue, global_clipnorm);
              return SGD(o);
            }),
-           py::arg("learning_rate") = 0.01, py::arg("momentum") = 0.0,
-           py::arg("nesterov") = false, MIXPREC_PY_CLIP_ARGS);
+           py::arg("learning_rate") = 0.01, py::arg("momentum") = 0.0, py::arg("nesterov") = false,
+           MIXPREC_PY_CLIP_ARGS);
   py::class_<RMSprop, Optimizer>(m, "RMSprop", py::dynamic_attr())
       .def(py::init([](py::object learning_rate, double rho, double momentum, double epsilon,
                        bool centered, std::optional<double> clipnorm,
@@ -169,8 +168,8 @@ void bind_optimizers(py::module_& m) {
            py::arg("learning_rate") = 0.001, py::arg("beta_1") = 0.9, py::arg("beta_2") = 0.999,
            py::arg("epsilon") = 1e-7, MIXPREC_PY_CLIP_ARGS);
   py::class_<AdamW, Optimizer>(m, "AdamW", py::dynamic_attr())
-      .def(py::init([](py::object learning_rate, double weight_decay, double beta_1,
-                       double beta_2, double epsilon, std::optional<double> clipnorm,
+      .def(py::init([](py::object learning_rate, double weight_decay, double beta_1, double beta_2,
+                       double epsilon, std::optional<double> clipnorm,
                        std::optional<double> clipvalue, std::optional<double> global_clipnorm,
                        std::vector<std::string> exclude_from_weight_decay) {
              AdamWOptions o;
@@ -185,8 +184,7 @@ void bind_optimizers(py::module_& m) {
            }),
            py::arg("learning_rate") = 0.001, py::arg("weight_decay") = 0.004,
            py::arg("beta_1") = 0.9, py::arg("beta_2") = 0.999, py::arg("epsilon") = 1e-7,
-           MIXPREC_PY_CLIP_ARGS,
-           py::arg("exclude_from_weight_decay") = std::vector<std::string>{});
+           MIXPREC_PY_CLIP_ARGS, py::arg("exclude_from_weight_decay") = std::vector<std::string>{});
   m.def("get", &optimizers::get, py::arg("identifier"));
 
   py::class_<UnscaledGradients>(m, "_UnscaledGradients");
@@ -257,17 +255,18 @@ adjusts the scale. loss_scale is the current scale.)doc")
 void bind_losses(py::module_& m) {
   using namespace losses;
   py::class_<Loss>(m, "Loss", "A loss: loss(y_true, y_pred) is the float32 mean over samples.")
-      .def("__call__",
-           [](const Loss& l, py::object y_true, py::object y_pred) {
-             Tensor t = to_tensor(y_true), p = to_tensor(y_pred);
-             return l(t, p);
-           },
-           py::arg("y_true"), py::arg("y_pred"))
+      .def(
+          "__call__",
+          [](const Loss& l, py::object y_true, py::object y_pred) {
+            Tensor t = to_tensor(y_true), p = to_tensor(y_pred);
+            return l(t, p);
+          },
+          py::arg("y_true"), py::arg("y_pred"))
       .def_property_readonly("name", &Loss::name);
   py::class_<SparseCategoricalCrossentropy, Loss>(m, "SparseCategoricalCrossentropy")
       .def(py::init([](bool from_logits, std::optional<std::int64_t> ignore_class) {
-             return SparseCategoricalCrossentropy({.from_logits = from_logits,
-                                                   .ignore_class = ignore_class});
+             return SparseCategoricalCrossentropy(
+                 {.from_logits = from_logits, .ignore_class = ignore_class});
            }),
            py::arg("from_logits") = false, py::arg("ignore_class") = py::none());
   py::class_<CategoricalCrossentropy, Loss>(m, "CategoricalCrossentropy")
@@ -276,9 +275,8 @@ void bind_losses(py::module_& m) {
            }),
            py::arg("from_logits") = false);
   py::class_<BinaryCrossentropy, Loss>(m, "BinaryCrossentropy")
-      .def(py::init([](bool from_logits) {
-             return BinaryCrossentropy({.from_logits = from_logits});
-           }),
+      .def(py::init(
+               [](bool from_logits) { return BinaryCrossentropy({.from_logits = from_logits}); }),
            py::arg("from_logits") = false);
   py::class_<MeanSquaredError, Loss>(m, "MeanSquaredError").def(py::init<>());
   m.def("get", &losses::get, py::arg("identifier"));
@@ -326,9 +324,9 @@ reset_state(). Calling it updates and returns the result, as in Keras.)doc")
              return BinaryAccuracy({.name = str_or_empty(name), .threshold = threshold});
            }),
            py::arg("name") = py::none(), py::arg("threshold") = 0.5);
-  py::class_<Mean, Metric>(m, "Mean")
-      .def(py::init([named](py::object name) { return Mean(named(name)); }),
-           py::arg("name") = py::none());
+  py::class_<Mean, Metric>(m, "Mean").def(
+      py::init([named](py::object name) { return Mean(named(name)); }),
+      py::arg("name") = py::none());
   m.def(
       "get", [](const std::string& name) { return metrics::get(name); }, py::arg("identifier"));
 }
@@ -363,20 +361,22 @@ Records the operations of a training step for tape.gradient (tf.GradientTape):
 Layers and models called outside every `with GradientTape()` block record nothing (as in
 TensorFlow). persistent=True allows several gradient() calls.)doc")
       .def(py::init<bool>(), py::arg("persistent") = false)
-      .def("__enter__",
-           [](PyGradientTape& t) -> PyGradientTape& {
-             if (!t.entered) ++active_tapes;
-             t.entered = true;
-             return t;
-           },
-           py::return_value_policy::reference)
+      .def(
+          "__enter__",
+          [](PyGradientTape& t) -> PyGradientTape& {
+            if (!t.entered) ++active_tapes;
+            t.entered = true;
+            return t;
+          },
+          py::return_value_policy::reference)
       .def("__exit__",
            [](PyGradientTape& t, py::args) {
              if (t.entered) --active_tapes;
              t.entered = false;
              return false;
            })
-      .def("watch", [](PyGradientTape& t, Tensor& x) { t.tape.watch(x); }, py::arg("tensor"))
+      .def(
+          "watch", [](PyGradientTape& t, Tensor& x) { t.tape.watch(x); }, py::arg("tensor"))
       .def(
           "gradient",
           [](PyGradientTape& t, py::object target, py::object sources) -> py::object {
