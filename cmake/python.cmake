@@ -118,6 +118,12 @@ if(MIXPREC_PYTHON_BUILT)
       PATTERN "__pycache__" EXCLUDE)
   endif()
 
+  # The C++ side of scripts/python-overhead.py (the same fit and add, timed in C++).
+  if(MIXPREC_BUILD_BENCH)
+    add_executable(mixprec_python_fit_timing ${PROJECT_SOURCE_DIR}/python/bench/fit_timing.cpp)
+    target_link_libraries(mixprec_python_fit_timing PRIVATE mixprec)
+  endif()
+
   # tests/python (pytest, label python: `make test` runs it; the sanitizer run's -L "unit|ops"
   # does not) and the guide's program in a short configuration.
   if(MIXPREC_BUILD_TESTS)

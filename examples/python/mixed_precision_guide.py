@@ -92,8 +92,9 @@ optimizer = mp.optimizers.RMSprop()
 optimizer = mixed_precision.LossScaleOptimizer(optimizer, loss_scale='dynamic')
 
 loss_object = mp.losses.SparseCategoricalCrossentropy()
+# seed=0: the order of examples/seed001_custom_loop.cpp, for comparing the two programs.
 train_dataset = (mp.data.Dataset.from_tensor_slices((x_train, y_train))
-                 .shuffle(10000).batch(args.batch_size))
+                 .shuffle(10000, seed=0).batch(args.batch_size))
 test_dataset = mp.data.Dataset.from_tensor_slices((x_test, y_test)).batch(args.batch_size)
 
 

@@ -6,14 +6,16 @@
     model.fit(train, epochs=5)  # fit takes the dataset's arrays, batch size and shuffling
 
 shuffle(buffer_size) draws a fresh permutation of the whole dataset at every iteration (a uniform
-shuffle whatever the buffer size, where tf.data shuffles within a window of buffer_size);
-shuffle(..., seed=s) repeats the same sequence of permutations. prefetch() and cache() are
+shuffle whatever the buffer size, where tf.data shuffles within a window of buffer_size), from
+mixprec's generator: shuffle(..., seed=s) gives the permutations a C++ data::BatchLoader with seed s
+gives; without a seed one is drawn from mixprec's default generator (mixprec.set_seed makes it
+repeatable). prefetch() and cache() are
 accepted and change nothing (the arrays are in memory already).
 """
 
 import numpy as _np
 
-from ._mixprec.data import default_fashion_mnist_dir, fashion_mnist_class_names, read_idx
+from ._mixprec.data import Shuffler, default_fashion_mnist_dir, fashion_mnist_class_names, read_idx
 
 
 class Dataset:
@@ -29,7 +31,7 @@ class Dataset:
                              + ", ".join(str(len(a)) for a in self._arrays))
         self._size = n.pop()
         self._shuffled = shuffled
-        self._rng = _np.random.default_rng(shuffle_seed) if shuffled else None
+        self._rng = Shuffler(self._size, shuffle_seed) if shuffled else None
         self._batch_size = batch_size
         self._drop_remainder = drop_remainder
 
@@ -73,7 +75,7 @@ class Dataset:
         return len(self)
 
     def __iter__(self):
-        order = self._rng.permutation(self._size) if self._shuffled else None
+        order = self._rng.permutation() if self._shuffled else None
         single = not isinstance(self._tensors, tuple)
         if self._batch_size is None:
             for i in range(self._size):

@@ -4,8 +4,8 @@ from ._mixprec import set_seed
 
 
 def set_random_seed(seed):
-    """Seeds mixprec's generator (initial weights, fit's shuffling, dropout) and NumPy's global
-    one (mixprec.data.Dataset.shuffle without a seed draws from it)."""
+    """Seeds mixprec's generator (initial weights, fit's and Dataset.shuffle's shuffling, dropout)
+    and NumPy's global one."""
     import numpy
 
     set_seed(int(seed))

@@ -116,6 +116,23 @@ void bind_data(py::module_& m) {
         return to_numpy(t);
       },
       py::arg("path"), "An IDX file (optionally gzip-compressed) as a NumPy array.");
+  // The permutations of C++'s data::BatchLoader (Fisher-Yates on mixprec's generator), so that a
+  // Python Dataset.shuffle(seed=s) visits the rows in the order a C++ BatchLoader with seed s does.
+  py::class_<data::BatchLoader>(m, "Shuffler")
+      .def(py::init([](std::int64_t n, std::optional<std::uint64_t> seed) {
+             data::Dataset rows(arange(n));
+             return data::BatchLoader(rows, {.batch_size = std::max<std::int64_t>(n, 1),
+                                             .shuffle = data::Shuffle::yes,
+                                             .seed = seed});
+           }),
+           py::arg("size"), py::arg("seed") = py::none())
+      .def("permutation", [](data::BatchLoader& loader) {
+        const data::Epoch epoch = loader.next_epoch();
+        const auto& order = epoch.order();
+        py::array_t<std::int64_t> out(static_cast<py::ssize_t>(order.size()));
+        std::copy(order.begin(), order.end(), out.mutable_data());
+        return out;
+      });
   m.def("default_fashion_mnist_dir", &data::default_fashion_mnist_dir,
         "$MIXPREC_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist (Debian's "
         "dataset-fashion-mnist).");

@@ -525,8 +525,11 @@ void bind_layers(py::module_& m) {
                   "supported (leave key=None)");
             }
             if (py::isinstance<KerasTensor>(query)) {
-              return py::cast(mha(query.cast<KerasTensor>(), value.cast<KerasTensor>(),
-                                  SymbolicAttentionArgs{.use_causal_mask = use_causal_mask}));
+              return py::cast(mha(query.cast<KerasTensor>(), value.cast<KerasTensor>(), [&] {
+                SymbolicAttentionArgs a;
+                a.use_causal_mask = use_causal_mask;
+                return a;
+              }()));
             }
             Tensor q = to_tensor(query), v = to_tensor(value), out;
             {
@@ -534,8 +537,10 @@ void bind_layers(py::module_& m) {
               py::gil_scoped_release release;
               std::optional<NoGradScope> no_grad;
               if (!record) no_grad.emplace();
-              out = mha(q, v,
-                        AttentionArgs{.use_causal_mask = use_causal_mask, .training = training});
+              AttentionArgs a;
+              a.use_causal_mask = use_causal_mask;
+              a.training = training;
+              out = mha(q, v, a);
             }
             return py::cast(out);
           },

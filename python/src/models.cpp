@@ -15,10 +15,6 @@ Verbosity to_verbosity(py::handle v) {
   return Verbosity(v.cast<int>());
 }
 
-std::int64_t batch_size_or_default(py::handle b) {
-  return b.is_none() ? 32 : b.cast<std::int64_t>();
-}
-
 // x given as a mixprec.data.Dataset (the package's tf.data stand-in): its arrays, batch size and
 // shuffling, as Keras's fit(dataset) takes them.
 struct FitData {
