@@ -37,7 +37,7 @@ int run_fit(const std::string& policy, int epochs, std::int64_t batch_size, std:
   for (std::size_t e = 0; e < history.epochs.size(); ++e) {
     std::printf("%s%.6f", e ? ", " : "", history.epochs[e].seconds);
   }
-  std::printf("], \"loss\": %.8f}\n", history.history.at("loss").back());
+  std::printf("], \"loss\": %.17g}\n", history.history.at("loss").back());
   return 0;
 }
 

@@ -42,7 +42,7 @@ from ._mixprec import (
     tensor,
     zeros,
 )
-from ._mixprec import ops
+from . import ops
 from . import (
     applications,
     callbacks,
