@@ -10,7 +10,7 @@ namespace mixprec::python {
 namespace {
 
 struct ErrorClasses {
-  py::object error, shape, dtype, value, data, device, autograd, io, distributed;
+  py::object error, shape, dtype, value, data, device, autograd, io_error, distributed;
 };
 
 ErrorClasses& classes() {
@@ -49,8 +49,8 @@ void bind_errors(py::module_& m) {
                         "A device that is not available, mixed devices, out of memory.");
   c.autograd =
       make_class(m, "AutogradError", py::make_tuple(c.error), "Misuse of the autograd machinery.");
-  c.io = make_class(m, "IOError", py::make_tuple(c.error, builtin("OSError")),
-                    "Files that cannot be read or written, or are malformed (an OSError).");
+  c.io_error = make_class(m, "IOError", py::make_tuple(c.error, builtin("OSError")),
+                          "Files that cannot be read or written, or are malformed (an OSError).");
   c.distributed = make_class(m, "DistributedError", py::make_tuple(c.error),
                              "Failures of the process group (MPI, NCCL).");
 
@@ -72,7 +72,7 @@ void bind_errors(py::module_& m) {
     } catch (const AutogradError& e) {
       PyErr_SetString(k.autograd.ptr(), e.what());
     } catch (const IOError& e) {
-      PyErr_SetString(k.io.ptr(), e.what());
+      PyErr_SetString(k.io_error.ptr(), e.what());
     } catch (const distributed::DistributedError& e) {
       PyErr_SetString(k.distributed.ptr(), e.what());
     } catch (const Error& e) {
