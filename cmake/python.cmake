@@ -8,8 +8,8 @@
 # BUILD_SHARED_LIBS=ON, as the .debs are). It is assembled with the package in
 # <build>/python/mixprec, so `PYTHONPATH=<build>/python python3 -c "import mixprec"` works
 # without installing; `cmake --install` puts it in MIXPREC_PYTHON_INSTALL_DIR (default: the
-# interpreter's site-packages, Python3_SITEARCH), as the component `python` (the python3-mixprec
-# .deb of cmake/packaging.cmake).
+# interpreter's site-packages directory under the install prefix, below), as the component
+# `python` (the python3-mixprec .deb of cmake/packaging.cmake).
 set(MIXPREC_PYTHON ${_mixprec_python_default} CACHE STRING
   "Build the Python module: AUTO (when Python 3 with NumPy, its headers, pybind11 and DLPack are found), ON or OFF")
 set_property(CACHE MIXPREC_PYTHON PROPERTY STRINGS AUTO ON OFF)
@@ -106,9 +106,19 @@ if(MIXPREC_PYTHON_BUILT)
       INSTALL_RPATH ${CMAKE_INSTALL_FULL_LIBDIR} INSTALL_RPATH_USE_LINK_PATH ON)
   endif()
 
+  # The interpreter's site-packages under the install prefix: lib/python3.X/site-packages, or
+  # Debian's lib/python3.X/dist-packages (its python3 reads /usr/local/lib/python3.X/dist-packages,
+  # so the default prefix /usr/local installs where `python3` finds it). Relative, so that
+  # `cmake --install --prefix DIR` stays inside DIR; the .debs set lib/python3/dist-packages.
   if(NOT MIXPREC_PYTHON_INSTALL_DIR)
-    set(MIXPREC_PYTHON_INSTALL_DIR ${Python3_SITEARCH} CACHE PATH
-      "Where cmake --install puts the mixprec package (relative paths are under the prefix)")
+    execute_process(COMMAND ${Python3_EXECUTABLE} -c
+      "import sysconfig; p = sysconfig.get_path('platlib', vars={'platbase': '/P', 'base': '/P'}); p = p[len('/P/'):]; print(p[len('local/'):] if p.startswith('local/') else p, end='')"
+      OUTPUT_VARIABLE _site RESULT_VARIABLE _rc ERROR_QUIET)
+    if(NOT _rc EQUAL 0 OR NOT _site)
+      set(_site lib/python${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}/site-packages)
+    endif()
+    set(MIXPREC_PYTHON_INSTALL_DIR ${_site} CACHE PATH
+      "Where cmake --install puts the mixprec package (relative paths are under the install prefix)")
   endif()
   if(MIXPREC_INSTALL)
     install(TARGETS mixprec_python LIBRARY DESTINATION ${MIXPREC_PYTHON_INSTALL_DIR}/mixprec

@@ -156,7 +156,7 @@ void bind_layers(py::module_& m) {
                ">";
       });
 
-  LayerClass<InputLayer>(m, "InputLayer")
+  LayerClass<InputLayer>(m, "InputLayer", "The input of a Sequential model: InputLayer(shape=(784,)) (the batch axis excluded).")
       .def(py::init([](py::object shape, py::object batch_size, py::object dtype, py::object name) {
              InputOptions o;
              o.dtype = dtype.is_none() ? DType::float32 : to_dtype(dtype);
@@ -187,7 +187,7 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("kernel", &Dense::kernel)
       .def_property_readonly("bias", [](const Dense& d) { return optional_tensor(d.bias()); });
 
-  LayerClass<Activation>(m, "Activation")
+  LayerClass<Activation>(m, "Activation", "An activation by name ('relu', 'softmax', 'linear', ...); dtype='float32' makes a float32 island (the guide's softmax).")
       .def(py::init([](const std::string& activation, py::object dtype, py::object name,
                        bool trainable) {
              return Activation(activation, common<ActivationOptions>(dtype, name, trainable));
@@ -201,38 +201,38 @@ void bind_layers(py::module_& m) {
 #define MIXPREC_PY_COMMON_ARGS \
   py::arg("dtype") = py::none(), py::arg("name") = py::none(), py::arg("trainable") = true
 
-  LayerClass<Softmax>(m, "Softmax")
+  LayerClass<Softmax>(m, "Softmax", "Softmax over an axis, computed in float32.")
       .def(py::init([plain](int axis, py::object dtype, py::object name, bool trainable) {
              return Softmax(axis, plain(dtype, name, trainable));
            }),
            py::arg("axis") = -1, MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Flatten>(m, "Flatten")
+  LayerClass<Flatten>(m, "Flatten", "Flattens every axis but the batch axis.")
       .def(py::init([plain](py::object dtype, py::object name, bool trainable) {
              return Flatten(plain(dtype, name, trainable));
            }),
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Reshape>(m, "Reshape")
+  LayerClass<Reshape>(m, "Reshape", "Reshapes every axis but the batch axis to target_shape (one extent may be -1).")
       .def(py::init(
                [plain](py::object target_shape, py::object dtype, py::object name, bool trainable) {
                  return Reshape(to_partial_shape(target_shape), plain(dtype, name, trainable));
                }),
            py::arg("target_shape"), MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Add>(m, "Add").def(
+  LayerClass<Add>(m, "Add", "Sum of its inputs (same shapes).").def(
       py::init([plain](py::object dtype, py::object name, bool trainable) {
         return Add(plain(dtype, name, trainable));
       }),
       MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Multiply>(m, "Multiply")
+  LayerClass<Multiply>(m, "Multiply", "Product of its inputs (same shapes).")
       .def(py::init([plain](py::object dtype, py::object name, bool trainable) {
              return Multiply(plain(dtype, name, trainable));
            }),
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Concatenate>(m, "Concatenate")
+  LayerClass<Concatenate>(m, "Concatenate", "Concatenation of its inputs along an axis.")
       .def(py::init([plain](int axis, py::object dtype, py::object name, bool trainable) {
              return Concatenate(axis, plain(dtype, name, trainable));
            }),
            py::arg("axis") = -1, MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Dropout>(m, "Dropout")
+  LayerClass<Dropout>(m, "Dropout", "Drops a fraction `rate` of the values while training (training=True or fit), scaling the rest.")
       .def(py::init([](double rate, std::optional<std::uint64_t> seed, py::object dtype,
                        py::object name, bool trainable) {
              auto o = common<DropoutOptions>(dtype, name, trainable);
@@ -273,7 +273,7 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("kernel", &Conv2D::kernel)
       .def_property_readonly("bias", [](const Conv2D& c) { return optional_tensor(c.bias()); });
 
-  LayerClass<DepthwiseConv2D>(m, "DepthwiseConv2D")
+  LayerClass<DepthwiseConv2D>(m, "DepthwiseConv2D", "Depthwise 2-D convolution over NHWC images (one filter per input channel times depth_multiplier).")
       .def(py::init([](py::object kernel_size, py::object strides, const std::string& padding,
                        int depth_multiplier, py::object dilation_rate, py::object activation,
                        bool use_bias, py::object depthwise_initializer, py::object bias_initializer,
@@ -322,7 +322,7 @@ void bind_layers(py::module_& m) {
   py::arg("gamma_initializer") = "ones", py::arg("moving_mean_initializer") = "zeros",      \
   py::arg("moving_variance_initializer") = "ones", py::arg("synchronized") = false,         \
   MIXPREC_PY_COMMON_ARGS
-  LayerClass<BatchNormalization>(m, "BatchNormalization")
+  LayerClass<BatchNormalization>(m, "BatchNormalization", "Batch normalization over the last axis; statistics and parameters stay float32 under every policy.")
       .def(py::init([batch_norm_init](int axis, double momentum, double epsilon, bool center,
                                       bool scale, py::object bi, py::object gi, py::object mmi,
                                       py::object mvi, bool synchronized, py::object dtype,
@@ -340,7 +340,7 @@ void bind_layers(py::module_& m) {
                              [](const BatchNormalization& b) { return optional_tensor(b.beta()); })
       .def_property_readonly("moving_mean", &BatchNormalization::moving_mean)
       .def_property_readonly("moving_variance", &BatchNormalization::moving_variance);
-  py::class_<SyncBatchNormalization, BatchNormalization>(m, "SyncBatchNormalization")
+  py::class_<SyncBatchNormalization, BatchNormalization>(m, "SyncBatchNormalization", "BatchNormalization whose batch statistics are summed over the ranks of a data-parallel fit.")
       .def(py::init([batch_norm_init](int axis, double momentum, double epsilon, bool center,
                                       bool scale, py::object bi, py::object gi, py::object mmi,
                                       py::object mvi, bool synchronized, py::object dtype,
@@ -351,7 +351,7 @@ void bind_layers(py::module_& m) {
            }),
            MIXPREC_PY_BN_ARGS);
 
-  LayerClass<LayerNormalization>(m, "LayerNormalization")
+  LayerClass<LayerNormalization>(m, "LayerNormalization", "Normalization over the last axis (float32 statistics and parameters).")
       .def(py::init([](int axis, double epsilon, bool center, bool scale,
                        py::object beta_initializer, py::object gamma_initializer, py::object dtype,
                        py::object name, bool trainable) {
@@ -372,7 +372,7 @@ void bind_layers(py::module_& m) {
                              [](const LayerNormalization& l) { return optional_tensor(l.gamma()); })
       .def_property_readonly("beta",
                              [](const LayerNormalization& l) { return optional_tensor(l.beta()); });
-  LayerClass<RMSNormalization>(m, "RMSNormalization")
+  LayerClass<RMSNormalization>(m, "RMSNormalization", "Root-mean-square normalization over the last axis (float32 parameters).")
       .def(py::init([](int axis, double epsilon, py::object scale_initializer, py::object dtype,
                        py::object name, bool trainable) {
              auto o = common<RMSNormalizationOptions>(dtype, name, trainable);
@@ -392,7 +392,7 @@ void bind_layers(py::module_& m) {
     o.padding = PaddingMode(padding);
     return std::make_pair(to_size2d(pool_size), o);
   };
-  LayerClass<MaxPooling2D>(m, "MaxPooling2D")
+  LayerClass<MaxPooling2D>(m, "MaxPooling2D", "Max pooling over NHWC images; strides=None is pool_size.")
       .def(py::init([pooling](py::object pool_size, py::object strides, const std::string& padding,
                               py::object dtype, py::object name, bool trainable) {
              auto [size, o] = pooling(pool_size, strides, padding, dtype, name, trainable);
@@ -400,7 +400,7 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid",
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<AveragePooling2D>(m, "AveragePooling2D")
+  LayerClass<AveragePooling2D>(m, "AveragePooling2D", "Average pooling over NHWC images; strides=None is pool_size.")
       .def(py::init([pooling](py::object pool_size, py::object strides, const std::string& padding,
                               py::object dtype, py::object name, bool trainable) {
              auto [size, o] = pooling(pool_size, strides, padding, dtype, name, trainable);
@@ -408,14 +408,14 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid",
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<GlobalAveragePooling2D>(m, "GlobalAveragePooling2D")
+  LayerClass<GlobalAveragePooling2D>(m, "GlobalAveragePooling2D", "Mean over the spatial axes of NHWC images.")
       .def(py::init([](bool keepdims, py::object dtype, py::object name, bool trainable) {
              auto o = common<GlobalPooling2DOptions>(dtype, name, trainable);
              o.keepdims = keepdims;
              return GlobalAveragePooling2D(o);
            }),
            py::arg("keepdims") = false, MIXPREC_PY_COMMON_ARGS);
-  LayerClass<ZeroPadding2D>(m, "ZeroPadding2D")
+  LayerClass<ZeroPadding2D>(m, "ZeroPadding2D", "Zero padding of NHWC images: an int, (rows, cols) or ((top, bottom), (left, right)).")
       .def(py::init([plain](py::object padding, py::object dtype, py::object name, bool trainable) {
              auto o = plain(dtype, name, trainable);
              if (py::isinstance<py::int_>(padding)) return ZeroPadding2D(padding.cast<int>(), o);
@@ -427,7 +427,7 @@ void bind_layers(py::module_& m) {
                                   seq[1].cast<std::array<int, 2>>(), o);
            }),
            py::arg("padding") = 1, MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Resizing>(m, "Resizing")
+  LayerClass<Resizing>(m, "Resizing", "Bilinear resizing of NHWC images to (height, width).")
       .def(py::init([](std::int64_t height, std::int64_t width, const std::string& interpolation,
                        py::object dtype, py::object name, bool trainable) {
              auto o = common<ResizingOptions>(dtype, name, trainable);
@@ -436,7 +436,7 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("height"), py::arg("width"), py::arg("interpolation") = "bilinear",
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Cropping1D>(m, "Cropping1D")
+  LayerClass<Cropping1D>(m, "Cropping1D", "Crops (left, right) steps off the time axis of (batch, time, features).")
       .def(
           py::init([plain](py::object cropping, py::object dtype, py::object name, bool trainable) {
             Cropping1DAmounts amounts;
@@ -452,7 +452,7 @@ void bind_layers(py::module_& m) {
           }),
           py::arg("cropping") = py::make_tuple(1, 1), MIXPREC_PY_COMMON_ARGS);
 
-  LayerClass<Embedding>(m, "Embedding")
+  LayerClass<Embedding>(m, "Embedding", "Rows of a (input_dim, output_dim) table looked up by integer ids.")
       .def(py::init([](std::int64_t input_dim, std::int64_t output_dim,
                        py::object embeddings_initializer, py::object dtype, py::object name,
                        bool trainable) {
@@ -465,7 +465,7 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("input_dim", &Embedding::input_dim)
       .def_property_readonly("output_dim", &Embedding::output_dim)
       .def_property_readonly("embeddings", &Embedding::embeddings);
-  py::class_<ReversibleEmbedding, Embedding>(m, "ReversibleEmbedding")
+  py::class_<ReversibleEmbedding, Embedding>(m, "ReversibleEmbedding", "An Embedding that also maps features back to logits (x @ table^T), for tied language-model heads.")
       .def(py::init([](std::int64_t input_dim, std::int64_t output_dim,
                        py::object embeddings_initializer, py::object dtype, py::object name,
                        bool trainable) {
@@ -475,7 +475,7 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("input_dim"), py::arg("output_dim"),
            py::arg("embeddings_initializer") = "random_uniform", MIXPREC_PY_COMMON_ARGS);
-  LayerClass<PositionEmbedding>(m, "PositionEmbedding")
+  LayerClass<PositionEmbedding>(m, "PositionEmbedding", "A learned (sequence_length, features) table added to a sequence (keras_hub's PositionEmbedding).")
       .def(py::init([](std::int64_t sequence_length, py::object initializer, py::object dtype,
                        py::object name, bool trainable) {
              auto o = common<PositionEmbeddingOptions>(dtype, name, trainable);
@@ -485,7 +485,7 @@ void bind_layers(py::module_& m) {
            py::arg("sequence_length"), py::arg("initializer") = "glorot_uniform",
            MIXPREC_PY_COMMON_ARGS)
       .def_property_readonly("embeddings", &PositionEmbedding::embeddings);
-  LayerClass<ClassToken>(m, "ClassToken")
+  LayerClass<ClassToken>(m, "ClassToken", "Prepends a learned token to a sequence (ViT's class token).")
       .def(py::init([](py::object initializer, py::object dtype, py::object name, bool trainable) {
              auto o = common<ClassTokenOptions>(dtype, name, trainable);
              o.initializer = to_initializer(initializer);
@@ -494,7 +494,7 @@ void bind_layers(py::module_& m) {
            py::arg("initializer") = "zeros", MIXPREC_PY_COMMON_ARGS)
       .def_property_readonly("token", &ClassToken::token);
 
-  LayerClass<MultiHeadAttention>(m, "MultiHeadAttention")
+  LayerClass<MultiHeadAttention>(m, "MultiHeadAttention", "Multi-head attention (keras.layers.MultiHeadAttention); call it as mha(query, value, use_causal_mask=False).")
       .def(py::init([](std::int64_t num_heads, std::int64_t key_dim,
                        std::optional<std::int64_t> value_dim, double dropout, bool use_bias,
                        std::optional<std::int64_t> output_shape, py::object kernel_initializer,
