@@ -6,10 +6,12 @@
 //   mixprec_python_fit_timing add ITERATIONS
 #include <mixprec/mixprec.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace mp = mixprec;
 
@@ -37,7 +39,13 @@ int run_fit(const std::string& policy, int epochs, std::int64_t batch_size, std:
   for (std::size_t e = 0; e < history.epochs.size(); ++e) {
     std::printf("%s%.6f", e ? ", " : "", history.epochs[e].seconds);
   }
-  std::printf("], \"loss\": %.17g}\n", history.history.at("loss").back());
+  std::vector<double> steps;
+  for (const auto& e : history.epochs)
+    steps.insert(steps.end(), e.step_ms.begin(), e.step_ms.end());
+  std::sort(steps.begin(), steps.end());
+  const double median = steps.empty() ? 0.0 : steps[steps.size() / 2];
+  std::printf("], \"step_ms_median\": %.6f, \"loss\": %.17g}\n", median,
+              history.history.at("loss").back());
   return 0;
 }
 
