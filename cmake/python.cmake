@@ -154,7 +154,7 @@ if(MIXPREC_PYTHON_BUILT)
     endif()
     add_test(NAME python_guide_example
       COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/mixed_precision_guide.py
-        --epochs 1 --train-samples 8192 --batch-size 1024)
+        --epochs 2 --train-samples 8192 --batch-size 512)
     set_tests_properties(python_guide_example PROPERTIES LABELS python TIMEOUT 600
       ENVIRONMENT "${_py_env}")
   endif()
