@@ -100,10 +100,14 @@ if(MIXPREC_PYTHON_BUILT)
   set_target_properties(mixprec_python PROPERTIES OUTPUT_NAME _mixprec
     LIBRARY_OUTPUT_DIRECTORY ${MIXPREC_PYTHON_PACKAGE_DIR})
   if(BUILD_SHARED_LIBS)
-    # Installed outside the system directories, the extension finds libmixprec.so by its rpath.
+    # Installed outside the system directories, the extension finds libmixprec.so by its rpath
+    # (none for a system directory: the .debs install under /usr).
     include(GNUInstallDirs)
-    set_target_properties(mixprec_python PROPERTIES
-      INSTALL_RPATH ${CMAKE_INSTALL_FULL_LIBDIR} INSTALL_RPATH_USE_LINK_PATH ON)
+    list(FIND CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES ${CMAKE_INSTALL_FULL_LIBDIR} _system_libdir)
+    if(_system_libdir EQUAL -1)
+      set_target_properties(mixprec_python PROPERTIES INSTALL_RPATH ${CMAKE_INSTALL_FULL_LIBDIR})
+    endif()
+    set_target_properties(mixprec_python PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
   endif()
 
   # The interpreter's site-packages under the install prefix: lib/python3.X/site-packages, or

@@ -383,11 +383,13 @@ raw uint16 bits with numpy(raw_bfloat16=True).)doc");
   });
   def_binary(cls, "__pow__", "__rpow__",
              [](const Tensor& a, const Tensor& b) { return pow(a, b); });
-  cls.def("__getitem__", [](const Tensor& t, py::object index) {
-    // Basic indexing through NumPy on a view: t[0], t[1:3] (a copy into a new tensor).
-    py::array a = to_numpy(t);
-    return to_tensor(numpy().attr("ascontiguousarray")(a[index]), t.dtype());
-  });
+  cls.def(
+      "__getitem__",
+      [](const Tensor& t, py::object index) {
+        py::array a = to_numpy(t);
+        return to_tensor(numpy().attr("ascontiguousarray")(a[index]), t.dtype());
+      },
+      "NumPy indexing (t[0], t[1:3], t[mask]) into a new tensor: a copy, not differentiable.");
 
   // ---- functions ----
   m.def(
