@@ -156,6 +156,22 @@ if(MIXPREC_PYTHON_BUILT)
         "echo 'SKIPPED python_module: ${Python3_EXECUTABLE} has no pytest (install python3-pytest)'; exit 77")
       set_tests_properties(python_module PROPERTIES LABELS python SKIP_RETURN_CODE 77)
     endif()
+    # Data-parallel fit from Python under mpirun (labels mpi and python, as tests/CMakeLists.txt's
+    # mixprec_add_mpi_test registers the C++ ones; Open MPI kept on this machine's shared memory).
+    if(MIXPREC_HAVE_MPI AND MPIEXEC_EXECUTABLE)
+      set(_mpi_flags "")
+      execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _mpi_version
+        ERROR_QUIET)
+      if(_mpi_version MATCHES "Open MPI|OpenRTE")
+        set(_mpi_flags --oversubscribe --allow-run-as-root)
+      endif()
+      add_test(NAME python_distributed_fit
+        COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${_mpi_flags}
+          ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/python/mpi_fit.py)
+      set_tests_properties(python_distributed_fit PROPERTIES LABELS "mpi;python" TIMEOUT 120
+        PROCESSORS 2 SKIP_RETURN_CODE 77
+        ENVIRONMENT "${_py_env};OMPI_MCA_btl=self,vader;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_hwloc_base_binding_policy=none;OMP_NUM_THREADS=1")
+    endif()
     add_test(NAME python_guide_example
       COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/mixed_precision_guide.py
         --epochs 2 --train-samples 8192 --batch-size 512)
