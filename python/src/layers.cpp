@@ -156,7 +156,9 @@ void bind_layers(py::module_& m) {
                ">";
       });
 
-  LayerClass<InputLayer>(m, "InputLayer", "The input of a Sequential model: InputLayer(shape=(784,)) (the batch axis excluded).")
+  LayerClass<InputLayer>(
+      m, "InputLayer",
+      "The input of a Sequential model: InputLayer(shape=(784,)) (the batch axis excluded).")
       .def(py::init([](py::object shape, py::object batch_size, py::object dtype, py::object name) {
              InputOptions o;
              o.dtype = dtype.is_none() ? DType::float32 : to_dtype(dtype);
@@ -187,7 +189,9 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("kernel", &Dense::kernel)
       .def_property_readonly("bias", [](const Dense& d) { return optional_tensor(d.bias()); });
 
-  LayerClass<Activation>(m, "Activation", "An activation by name ('relu', 'softmax', 'linear', ...); dtype='float32' makes a float32 island (the guide's softmax).")
+  LayerClass<Activation>(m, "Activation",
+                         "An activation by name ('relu', 'softmax', 'linear', ...); "
+                         "dtype='float32' makes a float32 island (the guide's softmax).")
       .def(py::init([](const std::string& activation, py::object dtype, py::object name,
                        bool trainable) {
              return Activation(activation, common<ActivationOptions>(dtype, name, trainable));
@@ -211,17 +215,19 @@ void bind_layers(py::module_& m) {
              return Flatten(plain(dtype, name, trainable));
            }),
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Reshape>(m, "Reshape", "Reshapes every axis but the batch axis to target_shape (one extent may be -1).")
+  LayerClass<Reshape>(
+      m, "Reshape",
+      "Reshapes every axis but the batch axis to target_shape (one extent may be -1).")
       .def(py::init(
                [plain](py::object target_shape, py::object dtype, py::object name, bool trainable) {
                  return Reshape(to_partial_shape(target_shape), plain(dtype, name, trainable));
                }),
            py::arg("target_shape"), MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Add>(m, "Add", "Sum of its inputs (same shapes).").def(
-      py::init([plain](py::object dtype, py::object name, bool trainable) {
-        return Add(plain(dtype, name, trainable));
-      }),
-      MIXPREC_PY_COMMON_ARGS);
+  LayerClass<Add>(m, "Add", "Sum of its inputs (same shapes).")
+      .def(py::init([plain](py::object dtype, py::object name, bool trainable) {
+             return Add(plain(dtype, name, trainable));
+           }),
+           MIXPREC_PY_COMMON_ARGS);
   LayerClass<Multiply>(m, "Multiply", "Product of its inputs (same shapes).")
       .def(py::init([plain](py::object dtype, py::object name, bool trainable) {
              return Multiply(plain(dtype, name, trainable));
@@ -232,7 +238,9 @@ void bind_layers(py::module_& m) {
              return Concatenate(axis, plain(dtype, name, trainable));
            }),
            py::arg("axis") = -1, MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Dropout>(m, "Dropout", "Drops a fraction `rate` of the values while training (training=True or fit), scaling the rest.")
+  LayerClass<Dropout>(m, "Dropout",
+                      "Drops a fraction `rate` of the values while training (training=True or "
+                      "fit), scaling the rest.")
       .def(py::init([](double rate, std::optional<std::uint64_t> seed, py::object dtype,
                        py::object name, bool trainable) {
              auto o = common<DropoutOptions>(dtype, name, trainable);
@@ -273,7 +281,9 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("kernel", &Conv2D::kernel)
       .def_property_readonly("bias", [](const Conv2D& c) { return optional_tensor(c.bias()); });
 
-  LayerClass<DepthwiseConv2D>(m, "DepthwiseConv2D", "Depthwise 2-D convolution over NHWC images (one filter per input channel times depth_multiplier).")
+  LayerClass<DepthwiseConv2D>(m, "DepthwiseConv2D",
+                              "Depthwise 2-D convolution over NHWC images (one filter per input "
+                              "channel times depth_multiplier).")
       .def(py::init([](py::object kernel_size, py::object strides, const std::string& padding,
                        int depth_multiplier, py::object dilation_rate, py::object activation,
                        bool use_bias, py::object depthwise_initializer, py::object bias_initializer,
@@ -322,7 +332,9 @@ void bind_layers(py::module_& m) {
   py::arg("gamma_initializer") = "ones", py::arg("moving_mean_initializer") = "zeros",      \
   py::arg("moving_variance_initializer") = "ones", py::arg("synchronized") = false,         \
   MIXPREC_PY_COMMON_ARGS
-  LayerClass<BatchNormalization>(m, "BatchNormalization", "Batch normalization over the last axis; statistics and parameters stay float32 under every policy.")
+  LayerClass<BatchNormalization>(m, "BatchNormalization",
+                                 "Batch normalization over the last axis; statistics and "
+                                 "parameters stay float32 under every policy.")
       .def(py::init([batch_norm_init](int axis, double momentum, double epsilon, bool center,
                                       bool scale, py::object bi, py::object gi, py::object mmi,
                                       py::object mvi, bool synchronized, py::object dtype,
@@ -340,7 +352,9 @@ void bind_layers(py::module_& m) {
                              [](const BatchNormalization& b) { return optional_tensor(b.beta()); })
       .def_property_readonly("moving_mean", &BatchNormalization::moving_mean)
       .def_property_readonly("moving_variance", &BatchNormalization::moving_variance);
-  py::class_<SyncBatchNormalization, BatchNormalization>(m, "SyncBatchNormalization", "BatchNormalization whose batch statistics are summed over the ranks of a data-parallel fit.")
+  py::class_<SyncBatchNormalization, BatchNormalization>(
+      m, "SyncBatchNormalization",
+      "BatchNormalization whose batch statistics are summed over the ranks of a data-parallel fit.")
       .def(py::init([batch_norm_init](int axis, double momentum, double epsilon, bool center,
                                       bool scale, py::object bi, py::object gi, py::object mmi,
                                       py::object mvi, bool synchronized, py::object dtype,
@@ -351,7 +365,9 @@ void bind_layers(py::module_& m) {
            }),
            MIXPREC_PY_BN_ARGS);
 
-  LayerClass<LayerNormalization>(m, "LayerNormalization", "Normalization over the last axis (float32 statistics and parameters).")
+  LayerClass<LayerNormalization>(
+      m, "LayerNormalization",
+      "Normalization over the last axis (float32 statistics and parameters).")
       .def(py::init([](int axis, double epsilon, bool center, bool scale,
                        py::object beta_initializer, py::object gamma_initializer, py::object dtype,
                        py::object name, bool trainable) {
@@ -372,7 +388,9 @@ void bind_layers(py::module_& m) {
                              [](const LayerNormalization& l) { return optional_tensor(l.gamma()); })
       .def_property_readonly("beta",
                              [](const LayerNormalization& l) { return optional_tensor(l.beta()); });
-  LayerClass<RMSNormalization>(m, "RMSNormalization", "Root-mean-square normalization over the last axis (float32 parameters).")
+  LayerClass<RMSNormalization>(
+      m, "RMSNormalization",
+      "Root-mean-square normalization over the last axis (float32 parameters).")
       .def(py::init([](int axis, double epsilon, py::object scale_initializer, py::object dtype,
                        py::object name, bool trainable) {
              auto o = common<RMSNormalizationOptions>(dtype, name, trainable);
@@ -392,7 +410,8 @@ void bind_layers(py::module_& m) {
     o.padding = PaddingMode(padding);
     return std::make_pair(to_size2d(pool_size), o);
   };
-  LayerClass<MaxPooling2D>(m, "MaxPooling2D", "Max pooling over NHWC images; strides=None is pool_size.")
+  LayerClass<MaxPooling2D>(m, "MaxPooling2D",
+                           "Max pooling over NHWC images; strides=None is pool_size.")
       .def(py::init([pooling](py::object pool_size, py::object strides, const std::string& padding,
                               py::object dtype, py::object name, bool trainable) {
              auto [size, o] = pooling(pool_size, strides, padding, dtype, name, trainable);
@@ -400,7 +419,8 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid",
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<AveragePooling2D>(m, "AveragePooling2D", "Average pooling over NHWC images; strides=None is pool_size.")
+  LayerClass<AveragePooling2D>(m, "AveragePooling2D",
+                               "Average pooling over NHWC images; strides=None is pool_size.")
       .def(py::init([pooling](py::object pool_size, py::object strides, const std::string& padding,
                               py::object dtype, py::object name, bool trainable) {
              auto [size, o] = pooling(pool_size, strides, padding, dtype, name, trainable);
@@ -408,14 +428,17 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("pool_size") = 2, py::arg("strides") = py::none(), py::arg("padding") = "valid",
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<GlobalAveragePooling2D>(m, "GlobalAveragePooling2D", "Mean over the spatial axes of NHWC images.")
+  LayerClass<GlobalAveragePooling2D>(m, "GlobalAveragePooling2D",
+                                     "Mean over the spatial axes of NHWC images.")
       .def(py::init([](bool keepdims, py::object dtype, py::object name, bool trainable) {
              auto o = common<GlobalPooling2DOptions>(dtype, name, trainable);
              o.keepdims = keepdims;
              return GlobalAveragePooling2D(o);
            }),
            py::arg("keepdims") = false, MIXPREC_PY_COMMON_ARGS);
-  LayerClass<ZeroPadding2D>(m, "ZeroPadding2D", "Zero padding of NHWC images: an int, (rows, cols) or ((top, bottom), (left, right)).")
+  LayerClass<ZeroPadding2D>(
+      m, "ZeroPadding2D",
+      "Zero padding of NHWC images: an int, (rows, cols) or ((top, bottom), (left, right)).")
       .def(py::init([plain](py::object padding, py::object dtype, py::object name, bool trainable) {
              auto o = plain(dtype, name, trainable);
              if (py::isinstance<py::int_>(padding)) return ZeroPadding2D(padding.cast<int>(), o);
@@ -436,7 +459,8 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("height"), py::arg("width"), py::arg("interpolation") = "bilinear",
            MIXPREC_PY_COMMON_ARGS);
-  LayerClass<Cropping1D>(m, "Cropping1D", "Crops (left, right) steps off the time axis of (batch, time, features).")
+  LayerClass<Cropping1D>(m, "Cropping1D",
+                         "Crops (left, right) steps off the time axis of (batch, time, features).")
       .def(
           py::init([plain](py::object cropping, py::object dtype, py::object name, bool trainable) {
             Cropping1DAmounts amounts;
@@ -452,7 +476,8 @@ void bind_layers(py::module_& m) {
           }),
           py::arg("cropping") = py::make_tuple(1, 1), MIXPREC_PY_COMMON_ARGS);
 
-  LayerClass<Embedding>(m, "Embedding", "Rows of a (input_dim, output_dim) table looked up by integer ids.")
+  LayerClass<Embedding>(m, "Embedding",
+                        "Rows of a (input_dim, output_dim) table looked up by integer ids.")
       .def(py::init([](std::int64_t input_dim, std::int64_t output_dim,
                        py::object embeddings_initializer, py::object dtype, py::object name,
                        bool trainable) {
@@ -465,7 +490,9 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("input_dim", &Embedding::input_dim)
       .def_property_readonly("output_dim", &Embedding::output_dim)
       .def_property_readonly("embeddings", &Embedding::embeddings);
-  py::class_<ReversibleEmbedding, Embedding>(m, "ReversibleEmbedding", "An Embedding that also maps features back to logits (x @ table^T), for tied language-model heads.")
+  py::class_<ReversibleEmbedding, Embedding>(m, "ReversibleEmbedding",
+                                             "An Embedding that also maps features back to logits "
+                                             "(x @ table^T), for tied language-model heads.")
       .def(py::init([](std::int64_t input_dim, std::int64_t output_dim,
                        py::object embeddings_initializer, py::object dtype, py::object name,
                        bool trainable) {
@@ -475,7 +502,9 @@ void bind_layers(py::module_& m) {
            }),
            py::arg("input_dim"), py::arg("output_dim"),
            py::arg("embeddings_initializer") = "random_uniform", MIXPREC_PY_COMMON_ARGS);
-  LayerClass<PositionEmbedding>(m, "PositionEmbedding", "A learned (sequence_length, features) table added to a sequence (keras_hub's PositionEmbedding).")
+  LayerClass<PositionEmbedding>(m, "PositionEmbedding",
+                                "A learned (sequence_length, features) table added to a sequence "
+                                "(keras_hub's PositionEmbedding).")
       .def(py::init([](std::int64_t sequence_length, py::object initializer, py::object dtype,
                        py::object name, bool trainable) {
              auto o = common<PositionEmbeddingOptions>(dtype, name, trainable);
@@ -485,7 +514,8 @@ void bind_layers(py::module_& m) {
            py::arg("sequence_length"), py::arg("initializer") = "glorot_uniform",
            MIXPREC_PY_COMMON_ARGS)
       .def_property_readonly("embeddings", &PositionEmbedding::embeddings);
-  LayerClass<ClassToken>(m, "ClassToken", "Prepends a learned token to a sequence (ViT's class token).")
+  LayerClass<ClassToken>(m, "ClassToken",
+                         "Prepends a learned token to a sequence (ViT's class token).")
       .def(py::init([](py::object initializer, py::object dtype, py::object name, bool trainable) {
              auto o = common<ClassTokenOptions>(dtype, name, trainable);
              o.initializer = to_initializer(initializer);
@@ -494,7 +524,9 @@ void bind_layers(py::module_& m) {
            py::arg("initializer") = "zeros", MIXPREC_PY_COMMON_ARGS)
       .def_property_readonly("token", &ClassToken::token);
 
-  LayerClass<MultiHeadAttention>(m, "MultiHeadAttention", "Multi-head attention (keras.layers.MultiHeadAttention); call it as mha(query, value, use_causal_mask=False).")
+  LayerClass<MultiHeadAttention>(m, "MultiHeadAttention",
+                                 "Multi-head attention (keras.layers.MultiHeadAttention); call it "
+                                 "as mha(query, value, use_causal_mask=False).")
       .def(py::init([](std::int64_t num_heads, std::int64_t key_dim,
                        std::optional<std::int64_t> value_dim, double dropout, bool use_bias,
                        std::optional<std::int64_t> output_shape, py::object kernel_initializer,
