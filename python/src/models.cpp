@@ -113,6 +113,7 @@ History fit(py::object self, py::object x, py::object y, py::object batch_size, 
     history = model.fit(data.x, data.y, std::move(o));
   }
   interrupt->rethrow();
+  py::setattr(self, "history", py::cast(history));  // Keras's model.history
   return history;
 }
 

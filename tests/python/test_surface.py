@@ -66,6 +66,7 @@ def test_compile_fit_evaluate_predict_and_weights(capsys):
     history = model.fit(x, y, batch_size=32, epochs=3, verbose=0, validation_split=0.25)
     assert set(history.history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
     assert history.epoch == [0, 1, 2] and len(history.epochs) == 3
+    assert model.history.history == history.history
     assert history.history["loss"][-1] < history.history["loss"][0]
     loss, acc = model.evaluate(x, y, batch_size=64, verbose=0)
     assert acc > 0.8
