@@ -3,6 +3,7 @@
 #   libmixprec      the shared library (libmixprec.so.MAJOR.MINOR) and the documents
 #   libmixprec-dev  headers, the libmixprec.so link, the CMake package and mixprec.pc
 #   mixprec         the command line
+#   python3-mixprec the Python module (when cmake/python.cmake builds it)
 # The dependencies on Debian's packages (libdnnl2, zlib1g, libgomp1, libstdc++6, libc6...) are
 # computed from the binaries by dpkg-shlibdeps (package dpkg-dev), so they follow what is linked.
 set(CPACK_PACKAGE_NAME mixprec)
@@ -20,6 +21,9 @@ set(CPACK_SET_DESTDIR ON)
 set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
 
 set(CPACK_COMPONENTS_ALL runtime development cli)
+if(MIXPREC_PYTHON_BUILT)
+  list(APPEND CPACK_COMPONENTS_ALL python)
+endif()
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_VERSION ${PROJECT_VERSION})
@@ -51,6 +55,19 @@ set(CPACK_DEBIAN_CLI_PACKAGE_DEPENDS "libmixprec (= ${_deb_version})")
 set(CPACK_DEBIAN_CLI_DESCRIPTION
   "The command line: mixprec info/train/compare/bench: train and compare models under float32, mixed_float16 and
  mixed_bfloat16 without writing C++.")
+
+# The extension is built for one Python minor version (its ABI): the package requires that one.
+# dpkg-shlibdeps adds libmixprec and the C++ runtime from the extension's links.
+if(MIXPREC_PYTHON_BUILT)
+  math(EXPR _py_next_minor "${Python3_VERSION_MINOR} + 1")
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-mixprec)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+      "libmixprec (= ${_deb_version}), python3 (>= ${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}), python3 (<< ${Python3_VERSION_MAJOR}.${_py_next_minor}), python3-numpy")
+  set(CPACK_DEBIAN_PYTHON_DESCRIPTION
+    "The Python module: import mixprec as mp; the Keras API (mp.layers, mp.Model, fit, mp.mixed_precision.LossScaleOptimizer,
+ mp.GradientTape) over the C++ library, with NumPy and DLPack arrays passed without copies.")
+endif()
 
 if(NOT BUILD_SHARED_LIBS)
   message(STATUS "mixprec: cpack's .debs are meant for -DBUILD_SHARED_LIBS=ON (this build is static)")

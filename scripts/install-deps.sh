@@ -18,6 +18,8 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   python3              # tests/tools/read_tfevents.py (standard library only)
+  python3-dev python3-pybind11 python3-numpy libdlpack-dev  # the Python module (python/)
+  python3-pytest       # its tests (tests/python)
   dataset-fashion-mnist
   fortunes             # English text (/usr/share/games/fortunes, ~2.5 MB): the language-model corpus
   libopenmpi-dev openmpi-bin  # mixprec::distributed (MPI data parallelism) and its mpirun tests

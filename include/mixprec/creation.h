@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "mixprec/random.h"
@@ -38,6 +39,14 @@ Tensor from_vector(const std::vector<std::int64_t>& values, const Shape& shape,
                    TensorOptions options = {.dtype = DType::int64});
 // Copies numel values of `dtype` from raw host memory.
 Tensor from_data(const void* data, DType dtype, const Shape& shape, TensorOptions options = {});
+// Views memory the caller owns, without copying (PyTorch's from_blob): `data` holds `shape`'s
+// elements of `dtype` at `strides` (in elements, each >= 0; empty: row-major contiguous) on
+// `device`. `release` runs once, when the last tensor viewing the memory is gone (the Python module
+// keeps a NumPy array or a DLPack capsule alive until then); the memory must stay valid until it
+// runs. The library writes into it only when asked to (Tensor::assign, an optimizer updating it as
+// a variable). ValueError for a null `data` with elements, strides of the wrong rank or negative.
+Tensor from_blob(void* data, DType dtype, const Shape& shape, std::vector<std::int64_t> strides,
+                 std::function<void()> release, Device device = Device::cpu());
 // [start, stop) with `step`, as a rank-1 tensor.
 Tensor arange(double start, double stop, double step = 1.0, TensorOptions options = {});
 Tensor arange(std::int64_t stop, TensorOptions options = {.dtype = DType::int64});

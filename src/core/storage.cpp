@@ -14,6 +14,22 @@ Storage::Storage(std::size_t nbytes, Device device)
   data_ = runtime_->allocate(device, nbytes);
 }
 
-Storage::~Storage() { runtime_->deallocate(device_, data_, nbytes_); }
+Storage::Storage(void* data, std::size_t nbytes, Device device, std::function<void()> release)
+    : data_(data), nbytes_(nbytes), device_(device), release_(std::move(release)) {
+  if (!release_) release_ = [] {};
+}
+
+// The release callback may run foreign code (Python's reference counting): it must not throw
+// out of a destructor, and an exception it raises anyway ends here.
+Storage::~Storage() {
+  if (release_) {
+    try {
+      release_();
+    } catch (...) {
+    }
+    return;
+  }
+  runtime_->deallocate(device_, data_, nbytes_);
+}
 
 }  // namespace mixprec::core

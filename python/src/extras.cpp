@@ -1,0 +1,255 @@
+// The rest of the module: the model zoo (applications), the data readers, distributed training,
+// the physical devices, seeding, and the text of `python3 -m mixprec info`.
+#include <sstream>
+
+#include "bindings.h"
+
+namespace mixprec::python {
+
+namespace {
+
+void bind_applications(py::module_& m) {
+  using namespace applications;
+  m.def(
+      "mlp",
+      [](std::int64_t units, int hidden_layers, std::int64_t input_features, std::int64_t classes,
+         const std::string& activation, py::object dtype, const std::string& name) {
+        return mlp(MlpOptions{units, hidden_layers, input_features, classes, activation,
+                              to_policy(dtype), name});
+      },
+      py::arg("units") = 512, py::arg("hidden_layers") = 2, py::arg("input_features") = 784,
+      py::arg("classes") = 10, py::arg("activation") = "relu", py::arg("dtype") = py::none(),
+      py::arg("name") = "mlp");
+  m.def(
+      "cnn",
+      [](std::int64_t input_size, std::int64_t channels, std::int64_t classes, py::object dtype,
+         const std::string& name) {
+        return cnn(CnnOptions{input_size, channels, classes, to_policy(dtype), name});
+      },
+      py::arg("input_size") = 28, py::arg("channels") = 1, py::arg("classes") = 10,
+      py::arg("dtype") = py::none(), py::arg("name") = "cnn");
+  auto image_options = [](std::int64_t input_size, std::int64_t channels, std::int64_t classes,
+                          bool include_top, py::object dtype, py::object name) {
+    ImageModelOptions o;
+    o.input_size = input_size;
+    o.channels = channels;
+    o.classes = classes;
+    o.include_top = include_top;
+    o.dtype = to_policy(dtype);
+    o.name = str_or_empty(name);
+    return o;
+  };
+  m.def(
+      "efficientnet",
+      [image_options](int variant, std::int64_t input_size, std::int64_t channels,
+                      std::int64_t classes, bool include_top, py::object dtype, py::object name) {
+        if (input_size <= 0) input_size = efficientnet_default_input_size(variant);
+        return efficientnet(variant,
+                            image_options(input_size, channels, classes, include_top, dtype, name));
+      },
+      py::arg("variant"), py::arg("input_size") = 0, py::arg("channels") = 3,
+      py::arg("classes") = 1000, py::arg("include_top") = true, py::arg("dtype") = py::none(),
+      py::arg("name") = py::none());
+  m.def(
+      "resnet50",
+      [image_options](std::int64_t input_size, std::int64_t channels, std::int64_t classes,
+                      bool include_top, py::object dtype, py::object name) {
+        return resnet50(image_options(input_size, channels, classes, include_top, dtype, name));
+      },
+      py::arg("input_size") = 224, py::arg("channels") = 3, py::arg("classes") = 1000,
+      py::arg("include_top") = true, py::arg("dtype") = py::none(), py::arg("name") = py::none());
+  m.def("gpt_preset_names", &gpt_preset_names);
+  m.def(
+      "gpt",
+      [](py::object preset, py::object layers, py::object width, py::object heads,
+         py::object context, py::object vocab, py::object dropout, py::object dtype,
+         const std::string& name) {
+        GptConfig c = preset.is_none() ? GptConfig{} : gpt_preset(preset.cast<std::string>());
+        if (!layers.is_none()) c.layers = layers.cast<int>();
+        if (!width.is_none()) c.width = width.cast<std::int64_t>();
+        if (!heads.is_none()) c.heads = heads.cast<int>();
+        if (!context.is_none()) c.context = context.cast<std::int64_t>();
+        if (!vocab.is_none()) c.vocab = vocab.cast<std::int64_t>();
+        if (!dropout.is_none()) c.dropout = dropout.cast<double>();
+        c.dtype = to_policy(dtype);
+        c.name = name;
+        return gpt(c);
+      },
+      py::arg("preset") = py::none(), py::arg("layers") = py::none(), py::arg("width") = py::none(),
+      py::arg("heads") = py::none(), py::arg("context") = py::none(), py::arg("vocab") = py::none(),
+      py::arg("dropout") = py::none(), py::arg("dtype") = py::none(), py::arg("name") = "gpt");
+  m.def(
+      "vit",
+      [](std::int64_t image_size, std::int64_t channels, std::int64_t patch_size,
+         std::int64_t width, int layers, int heads, std::int64_t mlp_dim, std::int64_t classes,
+         double dropout, const std::string& pooling, py::object dtype, const std::string& name) {
+        VitConfig c;
+        c.image_size = image_size;
+        c.channels = channels;
+        c.patch_size = patch_size;
+        c.width = width;
+        c.layers = layers;
+        c.heads = heads;
+        c.mlp_dim = mlp_dim;
+        c.classes = classes;
+        c.dropout = dropout;
+        c.pooling = pooling;
+        c.dtype = to_policy(dtype);
+        c.name = name;
+        return vit(c);
+      },
+      py::arg("image_size") = 28, py::arg("channels") = 1, py::arg("patch_size") = 4,
+      py::arg("width") = 64, py::arg("layers") = 4, py::arg("heads") = 4, py::arg("mlp_dim") = 128,
+      py::arg("classes") = 10, py::arg("dropout") = 0.0, py::arg("pooling") = "mean",
+      py::arg("dtype") = py::none(), py::arg("name") = "vit");
+}
+
+void bind_data(py::module_& m) {
+  m.def(
+      "read_idx",
+      [](const std::string& path) {
+        Tensor t;
+        {
+          py::gil_scoped_release release;
+          t = data::read_idx(path);
+        }
+        return to_numpy(t);
+      },
+      py::arg("path"), "An IDX file (optionally gzip-compressed) as a NumPy array.");
+  // The permutations of C++'s data::BatchLoader (Fisher-Yates on mixprec's generator), so that a
+  // Python Dataset.shuffle(seed=s) visits the rows in the order a C++ BatchLoader with seed s does.
+  py::class_<data::BatchLoader>(m, "Shuffler")
+      .def(py::init([](std::int64_t n, std::optional<std::uint64_t> seed) {
+             data::Dataset rows(arange(n));
+             return data::BatchLoader(rows, {.batch_size = std::max<std::int64_t>(n, 1),
+                                             .shuffle = data::Shuffle::yes,
+                                             .seed = seed});
+           }),
+           py::arg("size"), py::arg("seed") = py::none())
+      .def("permutation", [](data::BatchLoader& loader) {
+        const data::Epoch epoch = loader.next_epoch();
+        const auto& order = epoch.order();
+        py::array_t<std::int64_t> out(static_cast<py::ssize_t>(order.size()));
+        std::copy(order.begin(), order.end(), out.mutable_data());
+        return out;
+      });
+  m.def("default_fashion_mnist_dir", &data::default_fashion_mnist_dir,
+        "$MIXPREC_FASHION_MNIST_DIR, else /usr/share/datasets/fashion-mnist (Debian's "
+        "dataset-fashion-mnist).");
+  m.def("fashion_mnist_class_names", [] {
+    std::vector<std::string> names;
+    for (auto n : data::fashion_mnist_class_names()) names.emplace_back(n);
+    return names;
+  });
+}
+
+void bind_distributed(py::module_& m) {
+  using namespace distributed;
+  m.def("built_with_mpi", &built_with_mpi);
+  m.def("built_with_nccl", &built_with_nccl);
+  m.def("initialize", &initialize, py::call_guard<py::gil_scoped_release>());
+  m.def("is_initialized", &is_initialized);
+  m.def("rank", &rank);
+  m.def("world_size", &world_size);
+  m.def("local_rank", &local_rank);
+  m.def("describe", &describe);
+  m.def("barrier", &barrier, py::call_guard<py::gil_scoped_release>());
+  auto op = [](const std::string& name) {
+    if (name == "sum") return ReduceOp::sum;
+    if (name == "max") return ReduceOp::max;
+    if (name == "min") return ReduceOp::min;
+    throw ValueError("op must be 'sum', 'max' or 'min', got '" + name + "'");
+  };
+  m.def(
+      "all_reduce",
+      [op](Tensor& t, const std::string& name) {
+        const ReduceOp o = op(name);
+        py::gil_scoped_release release;
+        all_reduce(t, o);
+      },
+      py::arg("tensor"), py::arg("op") = "sum", "Reduces a tensor across the ranks, in place.");
+  m.def(
+      "broadcast",
+      [](Tensor& t, int root) {
+        py::gil_scoped_release release;
+        broadcast(t, root);
+      },
+      py::arg("tensor"), py::arg("root") = 0);
+  py::class_<DataParallel>(m, "DataParallel",
+                           "fit(..., distribute=DataParallel()) trains data-parallel over the "
+                           "processes of mpirun; batch_size is then the global batch.")
+      .def(py::init([](std::int64_t bucket_bytes, bool overlap) {
+             return DataParallel{bucket_bytes, overlap};
+           }),
+           py::arg("bucket_bytes") = std::int64_t{25} * 1024 * 1024, py::arg("overlap") = true);
+}
+
+std::string info_text() {
+  const auto devices = list_physical_devices();
+  const auto choice = mixed_precision::pick_policy_for_device(devices);
+  std::ostringstream os;
+  os << "mixprec " << version() << " (Python module)\n";
+  os << "build: CPU backend (oneDNN); CUDA backend: "
+     << (MIXPREC_HAVE_CUDA ? "compiled in" : "not built") << "\n";
+  os << "distributed: MPI " << (distributed::built_with_mpi() ? "built in" : "not built")
+     << ", NCCL " << (distributed::built_with_nccl() ? "built in" : "not built") << "\n";
+  os << "devices:\n";
+  for (const auto& d : devices) {
+    os << "  " << d.device.to_string() << " " << d.kind << " " << d.name << "\n";
+    if (d.kind == "GPU") {
+      os << "           compute capability " << d.compute_capability_major << "."
+         << d.compute_capability_minor << "\n";
+    }
+    os << "           native float16 " << (d.native_float16 ? "yes" : "no") << "; native bfloat16 "
+       << (d.native_bfloat16 ? "yes" : "no") << "\n";
+  }
+  os << "recommended policy: " << choice.policy.name() << "\n  " << choice.reason << "\n";
+  for (const char* name : {"mixed_float16", "mixed_bfloat16"}) {
+    const std::string warning =
+        mixed_precision::policy_compatibility_warning(mixed_precision::Policy(name), devices);
+    os << name << ": " << (warning.empty() ? "runs at full speed here" : warning) << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace
+
+void bind_extras(py::module_& m) {
+  py::module_ apps = m.def_submodule("applications", "The model zoo.");
+  bind_applications(apps);
+  py::module_ data = m.def_submodule("data", "Data readers.");
+  bind_data(data);
+  py::module_ dist = m.def_submodule("distributed", "Data parallelism over MPI (and NCCL).");
+  bind_distributed(dist);
+
+  py::class_<PhysicalDevice>(m, "PhysicalDevice")
+      .def_property_readonly("name", [](const PhysicalDevice& d) { return d.device.to_string(); })
+      .def_readonly("device_type", &PhysicalDevice::kind)
+      .def_readonly("description", &PhysicalDevice::name)
+      .def_property_readonly("compute_capability",
+                             [](const PhysicalDevice& d) {
+                               return py::make_tuple(d.compute_capability_major,
+                                                     d.compute_capability_minor);
+                             })
+      .def_readonly("memory_bytes", &PhysicalDevice::memory_bytes)
+      .def_readonly("native_float16", &PhysicalDevice::native_float16)
+      .def_readonly("native_bfloat16", &PhysicalDevice::native_bfloat16)
+      .def_readonly("features", &PhysicalDevice::features)
+      .def("__repr__", [](const PhysicalDevice& d) {
+        return "PhysicalDevice(name='" + d.device.to_string() + "', device_type='" + d.kind +
+               "', description='" + d.name + "')";
+      });
+  m.def(
+      "list_physical_devices",
+      [](py::object device_type) {
+        if (device_type.is_none()) return list_physical_devices();
+        return list_physical_devices(device_type.cast<std::string>());
+      },
+      py::arg("device_type") = py::none(), "The CPU and each CUDA GPU ('CPU' or 'GPU' filters).");
+  m.def("set_seed", &set_seed, py::arg("seed"),
+        "Reseeds mixprec's default generator (weights, shuffling, dropout).");
+  m.def("clear_session", &clear_session, "Restarts the automatic layer names (dense, dense_1...).");
+  m.def("info", &info_text, "What `python3 -m mixprec info` prints.");
+}
+
+}  // namespace mixprec::python
