@@ -8,6 +8,9 @@ machine, written to bench/results/cpu-python-overhead.json (DESIGN §5's schema)
    must be equal, which the script checks). Compared: the median wall time of fit().
 2. One small op from Python: mp.ops.add and `a + b` on two 16-element float32 tensors, the best
    per-call time of several timeit runs, beside the same add called in a C++ loop.
+3. In one process, which takes the machine's drift out: one model trained an epoch at a time,
+   alternately by Model.fit from Python and by the same fit called from C++ inside the extension
+   (what the binding adds: argument conversion, the Ctrl-C check, the History's conversion).
 
     scripts/python-overhead.py [--build build] [--epochs 2] [--repeats 5] [--samples 60000]
         [--policy float32] [--out bench/results/cpu-python-overhead.json]
@@ -50,6 +53,35 @@ def python_fit(policy, epochs, batch_size, samples):
                       "epoch_seconds": [e.seconds for e in history.epochs],
                       "step_ms_median": steps[len(steps) // 2] if steps else 0.0,
                       "loss": history.history["loss"][-1]}))
+
+
+def python_fit_in_process(policy, batch_size, samples, pairs):
+    """3., in one worker process: one model trained one epoch at a time, alternately by
+    Model.fit from Python and by the same fit called from C++ (mixprec._mixprec._fit_as_cpp),
+    both timed from Python around the call; the order alternates with each pair."""
+    import time
+
+    import mixprec as mp
+
+    mp.mixed_precision.set_global_policy(policy)
+    mp.set_seed(0)
+    (x, y), _ = mp.datasets.fashion_mnist.load_data()
+    x = x.reshape(60000, 784).astype("float32")[:samples] / 255
+    y = y.astype("int64")[:samples]
+    model = mp.applications.MLP()
+    model.compile(optimizer=mp.optimizers.RMSprop(), loss="sparse_categorical_crossentropy")
+    model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, seed=0)  # warm-up
+    py_s, cpp_s = [], []
+    for i in range(pairs):
+        for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+            start = time.perf_counter()
+            if which == 0:
+                model.fit(x, y, batch_size=batch_size, epochs=1, verbose=0, seed=i)
+                py_s.append(time.perf_counter() - start)
+            else:
+                mp._mixprec._fit_as_cpp(model, x, y, batch_size, 1, i)
+                cpp_s.append(time.perf_counter() - start)
+    print(json.dumps({"system": "python", "in_process_python_s": py_s, "in_process_cpp_s": cpp_s}))
 
 
 def python_add(iterations):
@@ -105,6 +137,9 @@ def main():
     if args.worker:
         if args.worker[0] == "fit":
             python_fit(args.worker[1], int(args.worker[2]), int(args.worker[3]), int(args.worker[4]))
+        elif args.worker[0] == "in-process":
+            python_fit_in_process(args.worker[1], int(args.worker[2]), int(args.worker[3]),
+                                  int(args.worker[4]))
         else:
             python_add(int(args.worker[1]))
         return 0
@@ -128,6 +163,8 @@ def main():
         print("python-overhead: the C++ and Python fits ended at different losses: they did not "
               "train the same way", file=sys.stderr)
         return 1
+    in_process = run_json([sys.executable, __file__, "--worker", "in-process", args.policy,
+                           str(args.batch_size), str(args.samples), str(args.repeats)], env)
     cpp_add = run_json([driver, "add", str(args.add_iterations * 10)], env)
     py_add = run_json([sys.executable, __file__, "--worker", "add", str(args.add_iterations)], env)
 
@@ -138,6 +175,8 @@ def main():
     # (the least disturbed) and the per-step medians are reported beside the medians.
     overhead_min = (min(r["fit_seconds"] for r in py_runs)
                     / min(r["fit_seconds"] for r in cpp_runs) - 1)
+    ip_py = statistics.median(in_process["in_process_python_s"])
+    ip_cpp = statistics.median(in_process["in_process_cpp_s"])
     cpp_step = statistics.median(r["step_ms_median"] for r in cpp_runs)
     py_step = statistics.median(r["step_ms_median"] for r in py_runs)
     threads = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count()))
@@ -164,6 +203,13 @@ def main():
         "python_fit_overhead_percent": {"median_runs": round(overhead * 100, 2),
                                         "fastest_runs": round(overhead_min * 100, 2),
                                         "median_step": round((py_step / cpp_step - 1) * 100, 2)},
+        "in_process": {
+            "what": "one model, one epoch at a time, alternately Model.fit from Python and the "
+                    "same fit called from C++ inside the extension, both timed from Python",
+            "python_epoch_s_median": ip_py, "cpp_epoch_s_median": ip_cpp,
+            "overhead_percent": round((ip_py / ip_cpp - 1) * 100, 2),
+            "python_epoch_s": in_process["in_process_python_s"],
+            "cpp_epoch_s": in_process["in_process_cpp_s"]},
         "fit_seconds_each_run": {"c++": [r["fit_seconds"] for r in cpp_runs],
                                  "python": [r["fit_seconds"] for r in py_runs]},
         "small_op": {"op": "add of two 16-element float32 tensors",
@@ -175,7 +221,8 @@ def main():
         f.write("\n")
     print(f"fit: C++ median {cpp_median:.3f} s, Python median {py_median:.3f} s "
           f"({overhead * 100:+.2f}%; fastest runs {overhead_min * 100:+.2f}%, median step "
-          f"{(py_step / cpp_step - 1) * 100:+.2f}%); add: C++ {cpp_add['add_us']:.2f} us, Python "
+          f"{(py_step / cpp_step - 1) * 100:+.2f}%); in one process: {(ip_py / ip_cpp - 1) * 100:+.2f}%; "
+          f"add: C++ {cpp_add['add_us']:.2f} us, Python "
           + ", ".join(f"{k} {v:.2f} us" for k, v in py_add["add_us"].items()))
     print(f"wrote {args.out}")
     return 0

@@ -44,7 +44,8 @@ Tensor from_data(const void* data, DType dtype, const Shape& shape, TensorOption
 // `device`. `release` runs once, when the last tensor viewing the memory is gone (the Python module
 // keeps a NumPy array or a DLPack capsule alive until then); the memory must stay valid until it
 // runs. The library writes into it only when asked to (Tensor::assign, an optimizer updating it as
-// a variable). ValueError for a null `data` with elements, strides of the wrong rank or negative.
+// a variable). ValueError for a null `data` with elements, strides of the wrong rank or negative,
+// or a span that overflows; then nothing is wrapped and `release` never runs.
 Tensor from_blob(void* data, DType dtype, const Shape& shape, std::vector<std::int64_t> strides,
                  std::function<void()> release, Device device = Device::cpu());
 // [start, stop) with `step`, as a rank-1 tensor.

@@ -1,6 +1,7 @@
 // mixprec.Model, mixprec.Sequential, mixprec.Input, load_model: compile/fit/evaluate/predict with
 // Keras's keyword arguments. fit, evaluate and predict take NumPy arrays (viewed, not copied) or
 // Tensors, and run with the GIL released; Ctrl-C stops them between steps (callbacks.h).
+#include <chrono>
 #include <iostream>
 #include <sstream>
 
@@ -313,6 +314,26 @@ evaluate and predict take NumPy arrays (viewed in place) or Tensors and release 
            py::arg("trainable") = true)
       .def("add", &Sequential::add, py::arg("layer"))
       .def("pop", &Sequential::pop);
+
+  // For scripts/python-overhead.py: the same fit as Model.fit, called as a C++ program calls it
+  // (no Python callbacks, no interrupt check, no History conversion), timed in C++ around fit.
+  m.def(
+      "_fit_as_cpp",
+      [](Model& model, py::object x, py::object y, std::int64_t batch_size, int epochs,
+         std::uint64_t seed) {
+        Tensor tx = to_tensor(x), ty = to_tensor(y);
+        py::gil_scoped_release release;
+        const auto start = std::chrono::steady_clock::now();
+        FitOptions o;
+        o.batch_size = batch_size;
+        o.epochs = epochs;
+        o.verbose = Verbosity::silent;
+        o.seed = seed;
+        model.fit(tx, ty, std::move(o));
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      },
+      py::arg("model"), py::arg("x"), py::arg("y"), py::arg("batch_size"), py::arg("epochs"),
+      py::arg("seed"));
 
   m.def(
       "load_model",

@@ -2,6 +2,7 @@
 pointer), Tensor.numpy() views, float16 and bfloat16, DLPack with NumPy and PyTorch."""
 
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -44,6 +45,25 @@ def test_tensor_keeps_the_array_alive():
     del a
     gc.collect()
     assert t.numpy()[999] == 999.0
+
+
+def test_views_release_the_array_once_gone():
+    a = np.ones(10, np.float32)
+    base = sys.getrefcount(a)
+    views = [mp.Tensor(a) for _ in range(100)]
+    assert sys.getrefcount(a) == base + 100  # one reference per view's storage
+    del views
+    gc.collect()
+    assert sys.getrefcount(a) == base
+    x = np.random.default_rng(0).normal(size=(64, 8)).astype(np.float32)
+    y = np.zeros(64, np.int64)
+    model = mp.Sequential([mp.layers.InputLayer(shape=(8,)), mp.layers.Dense(2)])
+    model.compile(optimizer="sgd", loss="mse")
+    before = sys.getrefcount(x), sys.getrefcount(y)
+    model.fit(x, np.zeros((64, 2), np.float32), epochs=1, batch_size=16, verbose=0)
+    model.predict(x)
+    gc.collect()
+    assert (sys.getrefcount(x), sys.getrefcount(y)) == before  # fit keeps no view of its data
 
 
 def test_fit_and_predict_read_the_callers_arrays():
