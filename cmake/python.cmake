@@ -172,6 +172,13 @@ if(MIXPREC_PYTHON_BUILT)
         PROCESSORS 2 SKIP_RETURN_CODE 77
         ENVIRONMENT "${_py_env};OMPI_MCA_btl=self,vader;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_hwloc_base_binding_policy=none;OMP_NUM_THREADS=1")
     endif()
+    # The README's Python quick start, as it is (it writes its files into its working directory).
+    file(MAKE_DIRECTORY ${PROJECT_BINARY_DIR}/python-quickstart)
+    add_test(NAME python_quickstart_example
+      COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/quickstart.py
+      WORKING_DIRECTORY ${PROJECT_BINARY_DIR}/python-quickstart)
+    set_tests_properties(python_quickstart_example PROPERTIES LABELS python TIMEOUT 600
+      PASS_REGULAR_EXPRESSION "test accuracy 0\\.[6-9]" ENVIRONMENT "${_py_env}")
     add_test(NAME python_guide_example
       COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/mixed_precision_guide.py
         --epochs 2 --train-samples 8192 --batch-size 512)

@@ -146,6 +146,17 @@ def main(argv):
         if not any(normalized(block) in text for text in sources.values()):
             failures.append("a cpp block of the README is in no example program (%s): %s..."
                             % (", ".join(EXAMPLES), normalized(block)[:120]))
+    # Python blocks: in a program of examples/python (the python_*_example tests run them).
+    python_dir = os.path.join(repo, "examples", "python")
+    python_sources = []
+    for name in sorted(os.listdir(python_dir)):
+        if name.endswith(".py"):
+            with open(os.path.join(python_dir, name), encoding="utf-8") as f:
+                python_sources.append(normalized(f.read()))
+    for block in blocks(readme, "python"):
+        if not any(normalized(block) in text for text in python_sources):
+            failures.append("a python block of the README is in no program of examples/python: "
+                            "%s..." % normalized(block)[:120])
 
     mixprec = os.path.join(build, "tools", "mixprec", "mixprec")
     with tempfile.TemporaryDirectory(prefix="mixprec-readme-") as work:
