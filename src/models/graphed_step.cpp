@@ -149,6 +149,17 @@ std::vector<const void*> GraphedTrainStep::variable_addresses() const {
   return out;
 }
 
+bool GraphedTrainStep::variables_moved() const {
+  // Every replay asks: compared in place, without building the list.
+  if (!ctx_.variables) return !addresses_.empty();
+  const std::vector<Tensor>& vars = *ctx_.variables;
+  if (vars.size() != addresses_.size()) return true;
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    if (vars[i].data_ptr() != addresses_[i]) return true;
+  }
+  return false;
+}
+
 void GraphedTrainStep::run(const Tensor& x, const Tensor& y, StepPosition position) {
   if (!permanent_.empty()) return eager(x, y, position);
   if (ctx_.data_parallel != nullptr) {
@@ -171,7 +182,7 @@ void GraphedTrainStep::run(const Tensor& x, const Tensor& y, StepPosition positi
           signature_.x_shape.to_string() + ", e.g. the last batch of an epoch)");
       return eager(x, y, position);
     }
-    if (variable_addresses() != addresses_) {
+    if (variables_moved()) {
       say("a trainable variable's storage moved since the capture: captured again after a "
           "warm-up");
       drop_graph();

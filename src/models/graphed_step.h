@@ -144,6 +144,8 @@ class GraphedTrainStep {
   void check_stuck_scale_now();
   std::vector<GeneratorSnapshot> generators() const;
   std::vector<const void*> variable_addresses() const;
+  // Whether a trainable variable's storage is not where the capture saw it (addresses_).
+  bool variables_moved() const;
 
   StepContext& ctx_;
   bool verbose_;
