@@ -243,14 +243,19 @@ evaluate and predict take NumPy arrays (viewed in place) or Tensors and release 
       .def("summary", &print_summary)
       .def(
           "compile",
-          [](Model& model, py::object optimizer, py::object loss, py::object metrics) {
-            model.compile(compile_options(optimizer, loss, metrics));
+          [](Model& model, py::object optimizer, py::object loss, py::object metrics,
+             std::int64_t steps_per_execution) {
+            CompileOptions o = compile_options(optimizer, loss, metrics);
+            o.steps_per_execution = steps_per_execution;
+            model.compile(std::move(o));
           },
           py::arg("optimizer") = "rmsprop", py::arg("loss") = py::none(),
-          py::arg("metrics") = py::none(),
+          py::arg("metrics") = py::none(), py::arg("steps_per_execution") = 1,
           "optimizer: a name or an Optimizer (wrapped in a LossScaleOptimizer under "
           "mixed_float16); loss: a name or a Loss (default sparse_categorical_crossentropy); "
-          "metrics: names or Metric objects.")
+          "metrics: names or Metric objects; steps_per_execution: batches per execution of "
+          "fit/evaluate/predict (callbacks see one batch event per execution; the training is "
+          "the same).")
       .def("fit", &fit, py::arg("x") = py::none(), py::arg("y") = py::none(),
            py::arg("batch_size") = py::none(), py::arg("epochs") = 1, py::arg("verbose") = "auto",
            py::arg("callbacks") = py::none(), py::arg("validation_split") = 0.0,

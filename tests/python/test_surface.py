@@ -54,6 +54,28 @@ def test_bad_policy_lists_names():
         mixed_precision.Policy("mixed_float8")
 
 
+def test_steps_per_execution_trains_the_same_and_batches_per_execution():
+    x, y = toy_data()
+    weights = []
+    for n in (1, 3):
+        mp.set_seed(7)
+        model = small_model()
+        model.compile(optimizer="sgd", metrics=["accuracy"], steps_per_execution=n)
+        ends = []
+
+        class Ends(mp.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                ends.append(batch)
+
+        model.fit(x, y, batch_size=32, epochs=1, verbose=0, shuffle=False, callbacks=[Ends()])
+        weights.append(model.get_weights())
+        assert ends == ([0, 1, 2, 3, 4, 5, 6, 7] if n == 1 else [2, 5, 7])
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="steps_per_execution must be >= 1"):
+        small_model().compile(optimizer="sgd", steps_per_execution=0)
+
+
 def test_compile_fit_evaluate_predict_and_weights(capsys):
     x, y = toy_data()
     model = small_model()
