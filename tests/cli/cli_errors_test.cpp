@@ -72,6 +72,25 @@ TEST_F(CliErrors, StepsPerExecutionWithTheCustomLoopIsAUsageError) {
                {"--steps-per-execution needs --loop fit"});
 }
 
+TEST_F(CliErrors, WarmupStepsWithoutTheCosineScheduleIsAUsageError) {
+  expect_error(train({"--warmup-steps", "5"}), 2, {"--warmup-steps needs --lr-schedule cosine"});
+}
+
+TEST_F(CliErrors, NegativeWarmupStepsIsAUsageError) {
+  expect_error(train({"--lr-schedule", "cosine", "--warmup-steps=-2"}), 2,
+               {"--warmup-steps must be >= 0, got -2"});
+}
+
+// 80 training samples in one batch of the default 256, 2 epochs: 2 steps, all of them warm-up.
+TEST_F(CliErrors, WarmupAsLongAsTheRunIsAUsageError) {
+  expect_error(train({"--lr-schedule", "cosine", "--warmup-steps", "2", "--epochs", "2"}), 2,
+               {"--warmup-steps 2 must be below the run's 2 training steps"});
+}
+
+TEST_F(CliErrors, UnknownLearningRateScheduleIsAUsageError) {
+  expect_error(train({"--lr-schedule", "linear"}), 2, {"--lr-schedule", "linear"});
+}
+
 TEST_F(CliErrors, NegativeEpochsIsAUsageError) {
   expect_error(train({"--epochs=-1"}), 2, {"--epochs must be >= 0, got -1"});
 }

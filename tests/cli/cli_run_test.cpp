@@ -169,6 +169,37 @@ TEST_F(CliRun, TrainStepsPerExecutionTrainsAsOneStepPerExecution) {
   EXPECT_EQ(runs[0].at("test"), runs[1].at("test"));
 }
 
+// --lr-schedule cosine gives the optimizer Keras's CosineDecay over the whole run: 240 training
+// samples in batches of 30 for 2 epochs are 16 steps, 3 of them warm-up from 0 to the rate.
+// The saved compile settings show the schedule; the metrics JSON names it with the peak rate.
+TEST_F(CliRun, TrainCosineScheduleSpansTheRun) {
+  const std::string path = data_.file("metrics.json");
+  const std::string saved = data_.file("saved");
+  const auto r =
+      run_cli({"train", "--dataset",     dataset(), "--units",        "16",   "--epochs",
+               "2",     "--batch-size",  "30",      "--optimizer",    "adam", "--learning-rate",
+               "0.003", "--lr-schedule", "cosine",  "--warmup-steps", "3",    "--verbose",
+               "0",     "--save",        saved,     "--metrics-json", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json m = read_json(path);
+  check_train_json(m, "float32", "fit", 2, 16, /*expect_loss_scale=*/false);
+  EXPECT_EQ(m.at("lr_schedule"), "cosine");
+  EXPECT_EQ(m.at("warmup_steps"), 3);
+  EXPECT_DOUBLE_EQ(m.at("learning_rate").get<double>(), 0.003);
+  const json rate = read_json(saved + "/config.json")
+                        .at("compile")
+                        .at("optimizer")
+                        .at("config")
+                        .at("learning_rate");
+  EXPECT_EQ(rate.at("class_name"), "CosineDecay");
+  const json& c = rate.at("config");
+  EXPECT_EQ(c.at("decay_steps"), 16 - 3);
+  EXPECT_EQ(c.at("warmup_steps"), 3);
+  EXPECT_DOUBLE_EQ(c.at("warmup_target").get<double>(), 0.003);
+  EXPECT_DOUBLE_EQ(c.at("initial_learning_rate").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(c.at("alpha").get<double>(), 0.0);
+}
+
 TEST_F(CliRun, TrainCustomLoopWithLossScaling) {
   const std::string path = data_.file("metrics.json");
   const auto r = run_cli({"train", "--dataset", dataset(), "--units", "32", "--epochs", "3",

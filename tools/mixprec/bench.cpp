@@ -56,7 +56,8 @@ TimedSteps time_steps(
     const Tensor& y,
     std::variant<std::string, losses::Loss> loss = std::string("sparse_categorical_crossentropy"),
     bool transformer = false) {
-  optimizers::Optimizer opt = make_optimizer(optimizer, options.train.learning_rate);
+  optimizers::Optimizer opt =
+      make_optimizer(optimizer, {.learning_rate = options.train.learning_rate});
   // As the training command does: no weight decay on biases, norms and embeddings.
   if (transformer && optimizer == "adamw") {
     opt.exclude_from_weight_decay({}, {"bias", "gamma", "beta", "embeddings"});

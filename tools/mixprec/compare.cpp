@@ -78,13 +78,18 @@ void run_compare(const CompareOptions& options, const Invocation& invocation) {
   const std::vector<std::int64_t> batch_sizes =
       batch_sizes_per_policy(options, policies.size(), config.batch_size);
   const LoadedData data = load_dataset(config);
+  for (const std::int64_t batch : batch_sizes) {  // fails before any output, as train does
+    RunConfig each = config;
+    each.batch_size = batch;
+    run_optimizer(each, data);
+  }
   const bool images = config.model.takes_images() || config.model.is_language_model();
   if (images) {
     std::printf("compare: %s (%s) on %s, batch %s, epochs %d, %s, %s loop, device %s\n",
                 options.train.model.c_str(),
                 model_shape_text(config, model_shape(config, data.geometry)).c_str(),
                 config.dataset.name.c_str(), join_sizes(batch_sizes).c_str(), options.train.epochs,
-                config.optimizer.c_str(), options.train.loop.c_str(),
+                optimizer_text(config.optimizer, options.train).c_str(), options.train.loop.c_str(),
                 config.device.device.to_string().c_str());
     const std::string steps =
         model_pipeline(data.train, data.geometry, config.model, config.input_size).describe();
@@ -93,7 +98,7 @@ void run_compare(const CompareOptions& options, const Invocation& invocation) {
     std::printf("compare: %s (%lld units) on %s, batch %s, epochs %d, %s, %s loop, device %s\n",
                 options.train.model.c_str(), static_cast<long long>(config.units),
                 config.dataset.name.c_str(), join_sizes(batch_sizes).c_str(), options.train.epochs,
-                config.optimizer.c_str(), options.train.loop.c_str(),
+                optimizer_text(config.optimizer, options.train).c_str(), options.train.loop.c_str(),
                 config.device.device.to_string().c_str());
   }
 

@@ -79,6 +79,17 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop"}, CLI::ignore_case));
   app.add_option("--learning-rate", o.learning_rate,
                  "learning rate (default: the optimizer's Keras default)");
+  if (what != OptionSet::bench) {
+    app.add_option("--lr-schedule", o.lr_schedule,
+                   "constant, or cosine: Keras's CosineDecay from the learning rate to 0 over all "
+                   "the run's steps (Transformers are usually trained so)")
+        ->check(CLI::IsMember({"constant", "cosine"}))
+        ->capture_default_str();
+    app.add_option("--warmup-steps", o.warmup_steps,
+                   "with --lr-schedule cosine: steps of linear warm-up from 0 to the learning rate "
+                   "before the decay")
+        ->capture_default_str();
+  }
   app.add_option("--seed", o.seed, "seed of the weights, the shuffling and synthetic data")
       ->capture_default_str();
   app.add_option("--device", o.device, "auto, cpu or cuda (auto: a GPU when one is usable)")
@@ -349,6 +360,12 @@ void check_options(const TrainOptions& o) {
     std::snprintf(text, sizeof text, "%g", *o.learning_rate);
     throw UsageError(std::string("--learning-rate must be positive, got ") + text);
   }
+  if (o.warmup_steps < 0) {
+    throw UsageError("--warmup-steps must be >= 0, got " + std::to_string(o.warmup_steps));
+  }
+  if (o.warmup_steps > 0 && o.lr_schedule != "cosine") {
+    throw UsageError("--warmup-steps needs --lr-schedule cosine");
+  }
   if (!(o.validation_split >= 0.0 && o.validation_split < 1.0)) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", o.validation_split);
@@ -407,15 +424,40 @@ Verbosity parse_verbosity(const std::string& text) {
   return Verbosity::automatic;
 }
 
-optimizers::Optimizer make_optimizer(const std::string& name, std::optional<double> lr) {
+optimizers::Optimizer make_optimizer(const std::string& name, const LearningRatePlan& plan) {
   std::string lower;
   for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (!lr) return optimizers::get(lower);
-  if (lower == "sgd") return optimizers::SGD({.learning_rate = *lr});
-  if (lower == "adam") return optimizers::Adam({.learning_rate = *lr});
-  if (lower == "adamw") return optimizers::AdamW({.learning_rate = *lr});
-  if (lower == "rmsprop") return optimizers::RMSprop({.learning_rate = *lr});
-  return optimizers::get(lower);  // throws ValueError listing the valid names
+  if (!plan.learning_rate && plan.schedule == "constant") return optimizers::get(lower);
+  // get() throws ValueError listing the valid names, and knows each optimizer's Keras default.
+  const double base =
+      plan.learning_rate ? *plan.learning_rate : optimizers::get(lower).learning_rate();
+  optimizers::LearningRate rate = base;
+  if (plan.schedule == "cosine") {
+    if (plan.warmup_steps > 0 && plan.warmup_steps >= plan.total_steps) {
+      throw UsageError("--warmup-steps " + std::to_string(plan.warmup_steps) +
+                       " must be below the run's " + std::to_string(plan.total_steps) +
+                       " training steps (epochs x steps per epoch)");
+    }
+    optimizers::schedules::CosineDecay cosine{
+        .initial_learning_rate = base,
+        .decay_steps = std::max<std::int64_t>(1, plan.total_steps - plan.warmup_steps)};
+    if (plan.warmup_steps > 0) {
+      cosine.initial_learning_rate = 0.0;
+      cosine.warmup_target = base;
+      cosine.warmup_steps = plan.warmup_steps;
+    }
+    rate = cosine;
+  }
+  if (lower == "sgd") return optimizers::SGD({.learning_rate = rate});
+  if (lower == "adam") return optimizers::Adam({.learning_rate = rate});
+  if (lower == "adamw") return optimizers::AdamW({.learning_rate = rate});
+  return optimizers::RMSprop({.learning_rate = rate});  // the parser admits nothing else
+}
+
+std::string optimizer_text(const std::string& name, const TrainOptions& options) {
+  if (options.lr_schedule != "cosine") return name;
+  if (options.warmup_steps == 0) return name + ", cosine decay";
+  return name + ", cosine decay (warm-up " + std::to_string(options.warmup_steps) + " steps)";
 }
 
 }  // namespace mixprec::cli

@@ -55,7 +55,11 @@ struct TrainOptions {
   std::optional<std::int64_t> batch_size;
   std::string optimizer;  // "" = rmsprop for mlp (seed 001), adam otherwise (seed 002)
   std::optional<double> learning_rate;  // default: the optimizer's Keras default
-  std::string loop = "fit";             // fit or custom (loop_choice())
+  // "constant", or "cosine": Keras's CosineDecay from the learning rate to 0 over the whole run
+  // (epochs x steps per epoch), after a linear warm-up from 0 over warmup_steps steps.
+  std::string lr_schedule = "constant";
+  std::int64_t warmup_steps = 0;
+  std::string loop = "fit";  // fit or custom (loop_choice())
   // fit: batches per execution (CompileOptions::steps_per_execution).
   std::int64_t steps_per_execution = 1;
   // Seed 001 trains with validation_split=0.2; so does mixprec train by default, so that the
@@ -135,6 +139,16 @@ DeviceChoice device_choice(const std::string& text);
 Loop loop_choice(const std::string& text);
 
 // The optimizer by name with the learning rate, if given (else the Keras default).
-optimizers::Optimizer make_optimizer(const std::string& name, std::optional<double> learning_rate);
+// The learning rate a run asks for: --learning-rate or the optimizer's Keras default, held
+// constant or (--lr-schedule cosine) decayed over `total_steps` optimizer steps.
+struct LearningRatePlan {
+  std::optional<double> learning_rate;
+  std::string schedule = "constant";
+  std::int64_t warmup_steps = 0;
+  std::int64_t total_steps = 0;  // cosine only: warm-up plus decay
+};
+optimizers::Optimizer make_optimizer(const std::string& name, const LearningRatePlan& plan);
+// "adamw", or "adamw, cosine decay (warm-up 100 steps)" for the run headers.
+std::string optimizer_text(const std::string& name, const TrainOptions& options);
 
 }  // namespace mixprec::cli

@@ -110,6 +110,8 @@ json run_to_json(const RunResult& run) {
       {"loop", c.options.loop},
       {"optimizer", c.optimizer},
       {"learning_rate", run.learning_rate},
+      {"lr_schedule", c.options.lr_schedule},
+      {"warmup_steps", c.options.warmup_steps},
       {"batch_size", c.batch_size},
       {"steps_per_execution", c.options.steps_per_execution},
       {"validation_split", c.options.validation_split},

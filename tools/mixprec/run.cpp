@@ -210,6 +210,26 @@ ModelShape model_shape(const RunConfig& config, const DataGeometry& geometry) {
   return shape;
 }
 
+std::int64_t training_samples(const RunConfig& config, const LoadedData& data) {
+  if (config.model.is_language_model()) return *data.steps_per_epoch * config.batch_size;
+  const auto n = static_cast<std::int64_t>(data.train.size());
+  if (config.options.validation_split <= 0.0) return n;
+  // Keras's split point (data::Dataset::split_validation): the last samples validate.
+  return static_cast<std::int64_t>(
+      std::floor(static_cast<double>(n) * (1.0 - config.options.validation_split)));
+}
+
+optimizers::Optimizer run_optimizer(const RunConfig& config, const LoadedData& data) {
+  const TrainOptions& o = config.options;
+  // The last batch of an epoch may be smaller; it is still a step.
+  const std::int64_t steps_per_epoch =
+      (training_samples(config, data) + config.batch_size - 1) / config.batch_size;
+  return make_optimizer(config.optimizer, {.learning_rate = o.learning_rate,
+                                           .schedule = o.lr_schedule,
+                                           .warmup_steps = o.warmup_steps,
+                                           .total_steps = steps_per_epoch * o.epochs});
+}
+
 RunResult run_training(const RunConfig& config, const LoadedData& data) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
@@ -229,18 +249,10 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
   reset_peak_memory_stats(device);
   result.data_memory_bytes = memory_stats(device).current_bytes;
 
-  const std::int64_t n = train.size();
-  result.train_samples = n;
-  if (o.validation_split > 0.0) {
-    // Keras's split point (data::Dataset::split_validation): the last samples validate.
-    result.train_samples =
-        static_cast<std::int64_t>(std::floor(static_cast<double>(n) * (1.0 - o.validation_split)));
-  }
-  result.validation_samples = n - result.train_samples;
-  if (config.model.is_language_model()) {  // windows: the validation ones are the test split
-    result.train_samples = *data.steps_per_epoch * config.batch_size;
-    result.validation_samples = test.size();
-  }
+  result.train_samples = training_samples(config, data);
+  result.validation_samples = config.model.is_language_model()
+                                  ? test.size()  // windows: the validation ones are the test split
+                                  : data.train.size() - result.train_samples;
   result.test_samples = test.size();
 
   {
@@ -253,8 +265,12 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
     clear_session();
     Model model = build_model(config.model, result.shape);
     result.params = model.count_params();
-    optimizers::Optimizer optimizer = make_optimizer(config.optimizer, o.learning_rate);
+    optimizers::Optimizer optimizer = run_optimizer(config, data);
     result.learning_rate = optimizer.learning_rate();
+    if (o.lr_schedule == "cosine") {  // the peak rate, not the warm-up's first (0)
+      result.learning_rate =
+          o.learning_rate ? *o.learning_rate : optimizers::get(config.optimizer).learning_rate();
+    }
 
     if (loop_choice(o.loop) == Loop::fit) {
       const bool lm = config.model.is_language_model();

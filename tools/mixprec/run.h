@@ -71,4 +71,12 @@ struct RunResult {
 // (config.verbose), the resume line of run_callbacks.h and the saved model's directory.
 RunResult run_training(const RunConfig& config, const LoadedData& data);
 
+// The samples one training epoch sees: the data set less the validation split (language models:
+// steps per epoch x batch).
+std::int64_t training_samples(const RunConfig& config, const LoadedData& data);
+
+// The run's optimizer (make_optimizer), a learning-rate schedule spanning all its steps (epochs x
+// steps per epoch). UsageError for a warm-up as long as the run: call it before printing anything.
+optimizers::Optimizer run_optimizer(const RunConfig& config, const LoadedData& data);
+
 }  // namespace mixprec::cli

@@ -29,9 +29,10 @@ void print_header(const RunConfig& c, const LoadedData& data, std::FILE* out) {
                static_cast<long long>(data.train.size()), c.options.validation_split,
                static_cast<long long>(data.test.size()), policy.name().c_str(),
                std::string(dtype_name(policy.compute_dtype())).c_str(),
-               std::string(dtype_name(policy.variable_dtype())).c_str(), c.optimizer.c_str(),
-               static_cast<long long>(c.batch_size), c.options.epochs, c.options.loop.c_str(),
-               c.device.device.to_string().c_str(), c.device.name.c_str());
+               std::string(dtype_name(policy.variable_dtype())).c_str(),
+               optimizer_text(c.optimizer, c.options).c_str(), static_cast<long long>(c.batch_size),
+               c.options.epochs, c.options.loop.c_str(), c.device.device.to_string().c_str(),
+               c.device.name.c_str());
   const std::string steps =
       model_pipeline(data.train, data.geometry, c.model, c.input_size).describe();
   if (!steps.empty()) std::fprintf(out, "per-batch preprocessing: %s\n", steps.c_str());
@@ -71,6 +72,7 @@ void run_train(const TrainOptions& options, const Invocation& invocation) {
   RunConfig config = resolve_config(options, invocation.command_line);
   config.keep.stop_on_signal = true;
   const LoadedData data = load_dataset(config);
+  run_optimizer(config, data);  // a schedule the run cannot follow fails here, before any output
   print_header(config, data, stdout);
   // SIGINT/SIGTERM from here on stop after the current step (stop_signal.h).
   const SignalStopScope signals;
