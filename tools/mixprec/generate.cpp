@@ -69,7 +69,14 @@ void run_generate(const GenerateCliOptions& o) {
                               .seed = o.seed,
                               .stop_token = static_cast<std::int64_t>(tokenizer->end_of_text())});
   std::vector<std::int32_t> out(ids.begin(), ids.end());
-  if (!out.empty() && out.back() == tokenizer->end_of_text()) out.pop_back();
+  const bool ended = !out.empty() && out.back() == tokenizer->end_of_text();
+  if (ended) out.pop_back();
+  const auto generated = static_cast<std::int64_t>(ids.size() - prompt.size());
+  if (!ended && generated < o.max_tokens) {  // generate() stopped at the model's context
+    std::fprintf(stderr,
+                 "note: stopped after %lld new tokens: the model's context is %lld positions\n",
+                 static_cast<long long>(generated), static_cast<long long>(config.context));
+  }
   const std::string text = tokenizer->decode(out);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);

@@ -187,7 +187,10 @@ ModelShape model_shape(const RunConfig& config, const DataGeometry& geometry) {
   if (config.model.is_language_model()) {
     shape.gpt = gpt_model_config(config.model, config.options);
     shape.gpt.vocab = geometry.classes;  // the data set's tokenizer
-    shape.gpt.context = std::max(shape.gpt.context, config.seq_len);
+    // The position table has as many rows as the training sequences: every position the model
+    // has is trained, and generate stops where the training length ends (a preset's longer
+    // context would leave positions that only generation reaches, untrained).
+    shape.gpt.context = config.seq_len;
     shape.classes = geometry.classes;
     return shape;
   }
