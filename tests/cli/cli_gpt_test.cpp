@@ -1,16 +1,20 @@
 // A GPT through the command line: a text tokenized here, `train --model gpt ... --save`, then
-// `generate` from the saved model. The saved model's context is the training length (every
-// position it has was trained); generation is repeatable by seed and stops, with a note, where the
-// context ends; bad prompts give one error line.
+// `generate` and `evaluate` from the saved model. The saved model's context is the training length
+// (every position it has was trained); generation is repeatable by seed and stops, with a note,
+// where the context ends; evaluate on the token file gives train's test loss; bad input gives one
+// error line.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cli_support.h"
 #include "mixprec/applications.h"
+#include "mixprec/data/token_file.h"
 #include "mixprec/mixprec.h"
 
 namespace mixprec::cli_test {
@@ -51,7 +55,9 @@ class CliGpt : public ::testing::Test {
                                      "--verbose",
                                      "0",
                                      "--save",
-                                     dir_->file("gpt")});
+                                     dir_->file("gpt"),
+                                     "--metrics-json",
+                                     dir_->file("train.json")});
     ASSERT_EQ(train.exit_code, 0) << train.err;
   }
   static void TearDownTestSuite() {
@@ -113,6 +119,51 @@ TEST_F(CliGpt, PromptLongerThanTheContextIsOneErrorLine) {
             std::string::npos)
       << lines[0];
   EXPECT_EQ(r.out, "");
+}
+
+// evaluate on the token file runs the validation windows train tested on (--max-samples 8, the
+// same default split): the loss train reported, the accuracy, and the perplexity exp(loss).
+TEST_F(CliGpt, EvaluateOnTheTokenFileGivesTrainsTestLoss) {
+  std::ifstream in(dir_->file("train.json"));
+  const nlohmann::json trained = nlohmann::json::parse(in);
+  const double loss = trained.at("test").at("loss").get<double>();
+  const double accuracy = trained.at("test").at("accuracy").get<double>();
+  const CliResult r = run_cli({"evaluate", "--model", model(), "--dataset",
+                               "text:" + dir_->file("t.tok"), "--max-samples", "8"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  double got_loss = 0, got_accuracy = 0, perplexity = 0;
+  const std::size_t at = r.out.find("loss: ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  ASSERT_EQ(std::sscanf(r.out.c_str() + at, "loss: %lf - accuracy: %lf - perplexity: %lf",
+                        &got_loss, &got_accuracy, &perplexity),
+            3)
+      << r.out;
+  EXPECT_NEAR(got_loss, loss, 6e-5) << r.out;
+  EXPECT_NEAR(got_accuracy, accuracy, 6e-5) << r.out;
+  EXPECT_NEAR(perplexity, std::exp(loss), 1e-4 * std::exp(loss)) << r.out;
+  EXPECT_NE(r.out.find("(8 test samples)"), std::string::npos) << r.out;
+}
+
+TEST_F(CliGpt, PredictOnTextIsAUsageError) {
+  const CliResult r = run_cli({"predict", "--model", model(), "--dataset",
+                               "text:" + dir_->file("t.tok"), "--output", dir_->file("p.npy")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  const auto lines = r.err_lines();
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("use evaluate"), std::string::npos) << lines[0];
+}
+
+TEST_F(CliGpt, EvaluateWithATokenFileOfAnotherVocabularyIsOneErrorLine) {
+  // The same text through a 24-token GPT-2 vocabulary would need its files; a token file of
+  // vocabulary 300 written directly stands for it.
+  const std::string other = dir_->file("other.tok");
+  data::write_token_file(other, std::vector<std::int32_t>(400, 1), 300);
+  const CliResult r = run_cli({"evaluate", "--model", model(), "--dataset", "text:" + other});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto lines = r.err_lines();
+  ASSERT_EQ(lines.size(), 1u) << r.err;
+  EXPECT_NE(lines[0].find("has a vocabulary of 257 tokens"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("one of 300"), std::string::npos) << lines[0];
 }
 
 }  // namespace

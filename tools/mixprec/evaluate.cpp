@@ -1,6 +1,8 @@
 // `mixprec evaluate --model DIR --dataset ...`: Keras model.evaluate on a saved model. Loads the
 // directory `train --save` wrote (config, weights and compile settings), runs the data set's test
-// split through it and prints the loss and every compiled metric on one line.
+// split through it and prints the loss and every compiled metric on one line (a GPT on a token
+// file: its validation windows, and the perplexity after the metrics).
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -27,6 +29,11 @@ void run_evaluate(const SavedModelOptions& options) {
     char text[64];
     std::snprintf(text, sizeof text, "%s: %.4f", name.c_str(), value);
     line += (line.empty() ? "" : " - ") + std::string(text);
+  }
+  if (run.data.spec.kind == DatasetKind::text) {  // a language model's usual figure: exp(loss)
+    char text[64];
+    std::snprintf(text, sizeof text, " - perplexity: %.4f", std::exp(scores[0]));
+    line += text;
   }
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);

@@ -16,6 +16,11 @@ namespace {
 void run_predict(const SavedModelOptions& options) {
   check_saved_model_options(options);
   predictions_format(options.output);  // UsageError for an unknown extension
+  if (parse_dataset(options.dataset).kind == DatasetKind::text) {
+    throw UsageError(
+        "predict writes one row of outputs per sample; for a GPT on text use evaluate (loss, "
+        "accuracy, perplexity) or generate");
+  }
   SavedModelRun run = load_saved_model_run(options);
   const Tensor predictions =
       run.model.predict(run.test, {.batch_size = options.batch_size, .verbose = Verbosity::silent});

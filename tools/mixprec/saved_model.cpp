@@ -1,9 +1,12 @@
 // Loading a saved model and shaping the data for it (see saved_model.h).
 #include "saved_model.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
+#include "mixprec/applications.h"
 #include "mixprec/models/saving.h"
 
 namespace mixprec::cli {
@@ -86,6 +89,34 @@ void check_model_path(const std::string& model) {
   }
 }
 
+// A GPT on a token file: the consecutive windows of its context over the validation part.
+SavedModelRun text_run(const SavedModelOptions& o, const DatasetSpec& spec,
+                       const ResolvedDevice& device, Model model) {
+  applications::GptConfig config;
+  try {
+    config = applications::gpt_config(model);
+  } catch (const ValueError& e) {
+    throw ValueError(
+        "--dataset text: takes a GPT (mixprec train --model gpt-... --save DIR); the "
+        "model in " +
+        o.model_dir + " is not one: " + e.what());
+  }
+  const data::TokenDataset tokens = load_text_dataset(spec, o.validation_split);
+  if (tokens.vocab_size() != config.vocab) {
+    throw ValueError("the model in " + o.model_dir + " has a vocabulary of " +
+                     std::to_string(config.vocab) + " tokens, " + spec.dir + " one of " +
+                     std::to_string(tokens.vocab_size()) +
+                     "; use the token file it was trained on");
+  }
+  LoadedData data;
+  data.spec = spec;
+  data.geometry.classes = tokens.vocab_size();
+  data.test = tokens.validation_windows(config.context);
+  if (o.max_samples) data.test = data.test.slice(0, std::min(data.test.size(), *o.max_samples));
+  data::Pipeline test = data.test;
+  return {device, std::move(model), std::move(data), std::move(test), config.vocab};
+}
+
 }  // namespace
 
 void add_saved_model_options(CLI::App& app, SavedModelOptions& o) {
@@ -96,11 +127,16 @@ void add_saved_model_options(CLI::App& app, SavedModelOptions& o) {
       ->required();
   app.add_option("--dataset", o.dataset,
                  "fashion_mnist[:DIR], cifar10:DIR, cifar100:DIR, "
-                 "synthetic:HxWxC:CLASSES[:SAMPLES]; its test split is used")
+                 "synthetic:HxWxC:CLASSES[:SAMPLES], text:PATH (a GPT's token file, evaluate "
+                 "only); its test split is used")
       ->capture_default_str();
   app.add_option("--max-samples", o.max_samples, "use only the first N test samples");
   app.add_flag("--allow-nonfinite", o.allow_nonfinite,
                "load the model even when its weights hold NaN or Inf (to inspect a diverged run)");
+  app.add_option("--validation-split", o.validation_split,
+                 "text: the fraction at the end of the token file that is its test split (train's "
+                 "--validation-split)")
+      ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "samples per batch")->capture_default_str();
   app.add_option("--seed", o.seed, "seed of synthetic data (the one train used)")
       ->capture_default_str();
@@ -115,6 +151,11 @@ void check_saved_model_options(const SavedModelOptions& o) {
   }
   if (o.max_samples && *o.max_samples <= 0) {
     throw UsageError("--max-samples must be positive, got " + std::to_string(*o.max_samples));
+  }
+  if (!(o.validation_split > 0.0 && o.validation_split < 1.0)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", o.validation_split);
+    throw UsageError(std::string("--validation-split must be in (0, 1), got ") + text);
   }
   parse_dataset(o.dataset);
 }
@@ -132,6 +173,7 @@ SavedModelRun load_saved_model_run(const SavedModelOptions& o) {
                      std::to_string(model.outputs().size()) +
                      " outputs; evaluate and predict take one of each");
   }
+  if (spec.kind == DatasetKind::text) return text_run(o, spec, device, std::move(model));
   const PartialShape& output = model.outputs()[0].shape();
   LoadedData data = load_data(spec, o.seed, o.max_samples);
   const std::int64_t classes = output.size() == 2 ? output[1] : -1;

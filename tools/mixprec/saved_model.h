@@ -20,6 +20,9 @@ struct SavedModelOptions {
   std::optional<std::int64_t> max_samples;
   std::int64_t batch_size = 256;
   std::uint64_t seed = 42;  // synthetic data: the pool train used (its --seed)
+  // text: the fraction at the end of the token file that validates and tests (train's
+  // --validation-split, the same default).
+  double validation_split = 0.2;
   std::string device = "auto";
   std::string output;            // predict: --output FILE
   bool allow_nonfinite = false;  // --allow-nonfinite: load weights holding NaN or Inf
@@ -39,12 +42,15 @@ struct SavedModelRun {
   std::int64_t classes = 0;  // the model's output width
 };
 
-// Loads the model of options.model_dir (IOError naming the path when there is none, or when it is
-// a checkpoint directory rather than one of its files; load_model's error, which names the kind of
-// file found, for a corrupt or wrong one) and the data set, and shapes the test split for the
-// model's input: flatten for a (None, F) input, reshape/resize/grayscale_to_rgb for a
-// (None, S, S, C) one. ValueError when the data cannot be fed to the model (F differs from the
-// image's size, channels that do not convert, labels beyond the model's classes).
+// With --dataset text:PATH the model must be a GPT (applications::gpt_config) of the token file's
+// vocabulary; its test split is the consecutive windows of its context over the file's last
+// --validation-split, as train validates. Loads the model of options.model_dir (IOError naming the
+// path when there is none, or when it is a checkpoint directory rather than one of its files;
+// load_model's error, which names the kind of file found, for a corrupt or wrong one) and the data
+// set, and shapes the test split for the model's input: flatten for a (None, F) input,
+// reshape/resize/grayscale_to_rgb for a (None, S, S, C) one. ValueError when the data cannot be fed
+// to the model (F differs from the image's size, channels that do not convert, labels beyond the
+// model's classes).
 SavedModelRun load_saved_model_run(const SavedModelOptions& options);
 
 }  // namespace mixprec::cli
