@@ -216,8 +216,15 @@ std::vector<std::int64_t> generate(const Model& gpt, const std::vector<std::int6
     const std::int64_t next = sample(logits, options, gen);
     out.push_back(next);
     if (options.stop_token && next == *options.stop_token) break;
-    if (decoder.position() >= decoder.context() || i + 1 == options.max_tokens) break;
-    logits = decoder.step(next);
+    if (i + 1 == options.max_tokens) break;
+    if (decoder.position() < decoder.context()) {
+      logits = decoder.step(next);
+    } else {  // the cache is full: slide, restarting it from the last half context
+      const auto keep =
+          static_cast<std::ptrdiff_t>(std::max<std::int64_t>(1, decoder.context() / 2));
+      decoder.reset();
+      logits = decoder.prefill(std::vector<std::int64_t>(out.end() - keep, out.end()));
+    }
   }
   return out;
 }

@@ -185,9 +185,23 @@ TEST(GptTest, GenerateGreedyAndSampled) {
     EXPECT_LT(id, 23);
   }
   EXPECT_EQ(app::generate(m, prompt, {.max_tokens = 8, .temperature = 0.7, .top_k = 1}), greedy);
-  // Generation stops at the context (16 positions: the 17th token is the last one predicted from
-  // a full context) and at the stop token.
-  EXPECT_EQ(app::generate(m, prompt, {.max_tokens = 100, .temperature = 0.0}).size(), 17u);
+  // Past the context (16) the window slides: when the cache is full it restarts from the last 8
+  // tokens. 40 greedy tokens equal the argmax of a full forward pass over that window each time.
+  const auto slid = app::generate(m, prompt, {.max_tokens = 40, .temperature = 0.0});
+  ASSERT_EQ(slid.size(), 43u);
+  std::vector<std::int64_t> window_ref = prompt;
+  std::size_t start = 0;
+  while (window_ref.size() < slid.size()) {
+    if (window_ref.size() - start > 16) start = window_ref.size() - 8;
+    std::vector<std::int32_t> ids(window_ref.begin() + static_cast<std::ptrdiff_t>(start),
+                                  window_ref.end());
+    const auto t = static_cast<std::int64_t>(ids.size());
+    const Tensor logits = m(from_vector(ids, {1, t}));
+    window_ref.push_back(
+        static_cast<std::int64_t>(argmax(reshape(slice(logits, 1, t - 1, t), {23}), 0).item()));
+  }
+  EXPECT_EQ(slid, window_ref);
+  // Generation stops at the stop token.
   const auto stopped =
       app::generate(m, prompt, {.max_tokens = 8, .temperature = 0.0, .stop_token = greedy[3]});
   EXPECT_EQ(stopped.back(), greedy[3]);

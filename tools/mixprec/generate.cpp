@@ -1,7 +1,8 @@
 // `mixprec generate --model DIR --prompt "..." --max-tokens N --temperature T --top-k K`: text from
 // a GPT saved by `mixprec train --model gpt-... --save DIR` (or any model applications::gpt()
 // built and Model::save wrote), or from a Hugging Face GPT-2 directory (--hf-gpt2), with the
-// key-value cache of applications::GptDecoder: N new tokens cost N single-position steps.
+// key-value cache of applications::GptDecoder: N new tokens cost N single-position steps (past
+// the context, the window slides: the cache restarts from the last half context).
 // The prompt is tokenized by the byte tokenizer (the default, vocab 257: what `mixprec train`
 // uses for text) or by GPT-2's BPE (--encoder encoder.json --vocab vocab.bpe); the prompt and the
 // generated text are printed as one string.
@@ -69,14 +70,7 @@ void run_generate(const GenerateCliOptions& o) {
                               .seed = o.seed,
                               .stop_token = static_cast<std::int64_t>(tokenizer->end_of_text())});
   std::vector<std::int32_t> out(ids.begin(), ids.end());
-  const bool ended = !out.empty() && out.back() == tokenizer->end_of_text();
-  if (ended) out.pop_back();
-  const auto generated = static_cast<std::int64_t>(ids.size() - prompt.size());
-  if (!ended && generated < o.max_tokens) {  // generate() stopped at the model's context
-    std::fprintf(stderr,
-                 "note: stopped after %lld new tokens: the model's context is %lld positions\n",
-                 static_cast<long long>(generated), static_cast<long long>(config.context));
-  }
+  if (!out.empty() && out.back() == tokenizer->end_of_text()) out.pop_back();
   const std::string text = tokenizer->decode(out);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);

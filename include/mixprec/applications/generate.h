@@ -55,8 +55,8 @@ class GptDecoder {
 };
 
 struct GenerateOptions {
-  // New tokens, >= 0. Generation also stops when the sequence is one past the context (its last
-  // token predicted from a full context).
+  // New tokens, >= 0. Past the context the window slides: the cache restarts from the last
+  // context / 2 tokens (as nanoGPT crops to its block), so any number of tokens can follow.
   std::int64_t max_tokens = 64;
   // > 0: sample from softmax(logits / temperature); 0: greedy (the most likely token).
   double temperature = 1.0;
