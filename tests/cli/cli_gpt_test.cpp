@@ -1,8 +1,7 @@
 // A GPT through the command line: a text's bytes as tokens, `train --model gpt ... --save`, then
 // `generate` and `evaluate` from the saved model. The saved model's context is the training length
-// (every position it has was trained); generation is repeatable by seed and stops, with a note,
-// where the context ends; evaluate on the token file gives train's test loss; bad input gives one
-// error line.
+// (every position it has was trained); generation slides on past the context and repeats by seed;
+// evaluate on the token file gives train's test loss; bad input gives one error line.
 #include <gtest/gtest.h>
 
 #include <cmath>
