@@ -44,6 +44,10 @@ CNN = _apps.cnn
 GPT = _apps.gpt
 ViT = _apps.vit
 gpt_preset_names = _apps.gpt_preset_names
+generate = _apps.generate
+load_gpt2_huggingface = _apps.load_gpt2_huggingface
+save_gpt2_huggingface = _apps.save_gpt2_huggingface
 
-__all__ = ["CNN", "GPT", "MLP", "ResNet50", "ViT", "gpt_preset_names"] + [
+__all__ = ["CNN", "GPT", "MLP", "ResNet50", "ViT", "generate", "gpt_preset_names",
+           "load_gpt2_huggingface", "save_gpt2_huggingface"] + [
     f"EfficientNetB{v}" for v in range(8)]

@@ -15,7 +15,9 @@ accepted and change nothing (the arrays are in memory already).
 
 import numpy as _np
 
-from ._mixprec.data import Shuffler, default_fashion_mnist_dir, fashion_mnist_class_names, read_idx
+from ._mixprec.data import (ByteTokenizer, Gpt2Tokenizer, Shuffler, Tokenizer,
+                            default_fashion_mnist_dir, fashion_mnist_class_names, read_idx,
+                            read_token_file, write_token_file)
 
 
 class Dataset:
@@ -99,4 +101,5 @@ class Dataset:
         return (x, y, self._batch_size, self._shuffled)
 
 
-__all__ = ["Dataset", "default_fashion_mnist_dir", "fashion_mnist_class_names", "read_idx"]
+__all__ = ["ByteTokenizer", "Dataset", "Gpt2Tokenizer", "Tokenizer", "default_fashion_mnist_dir",
+           "fashion_mnist_class_names", "read_idx", "read_token_file", "write_token_file"]

@@ -102,9 +102,77 @@ void bind_applications(py::module_& m) {
       py::arg("width") = 64, py::arg("layers") = 4, py::arg("heads") = 4, py::arg("mlp_dim") = 128,
       py::arg("classes") = 10, py::arg("dropout") = 0.0, py::arg("pooling") = "mean",
       py::arg("dtype") = py::none(), py::arg("name") = "vit");
+  m.def(
+      "generate",
+      [](const Model& model, const std::vector<std::int64_t>& prompt, std::int64_t max_tokens,
+         double temperature, std::int64_t top_k, std::uint64_t seed,
+         std::optional<std::int64_t> stop_token) {
+        py::gil_scoped_release release;
+        return generate(model, prompt,
+                        GenerateOptions{.max_tokens = max_tokens,
+                                        .temperature = temperature,
+                                        .top_k = top_k,
+                                        .seed = seed,
+                                        .stop_token = stop_token});
+      },
+      py::arg("model"), py::arg("prompt"), py::arg("max_tokens") = 64,
+      py::arg("temperature") = 1.0, py::arg("top_k") = 0, py::arg("seed") = 0,
+      py::arg("stop_token") = py::none(),
+      "The prompt's ids followed by up to max_tokens generated ones (a key-value cache; past the "
+      "context the window slides). temperature 0 is greedy; top_k 0 samples among all tokens.");
+  m.def(
+      "load_gpt2_huggingface",
+      [](const std::string& path, py::object dtype, const std::string& name) {
+        return load_gpt2_huggingface(path, {.dtype = to_policy(dtype), .name = name});
+      },
+      py::arg("path"), py::arg("dtype") = py::none(), py::arg("name") = "gpt2",
+      "A GPT from a Hugging Face GPT-2 directory (config.json, model.safetensors).");
+  m.def(
+      "save_gpt2_huggingface",
+      [](const Model& model, const std::string& dir, const std::string& prefix) {
+        save_gpt2_huggingface(model, dir, {.prefix = prefix});
+      },
+      py::arg("model"), py::arg("dir"), py::arg("prefix") = "transformer.",
+      "Writes dir/model.safetensors and dir/config.json in Hugging Face's GPT-2 layout.");
 }
 
 void bind_data(py::module_& m) {
+  // Text: the tokenizers (encode to a list of ids, decode to bytes) and token files as NumPy.
+  py::class_<data::Tokenizer>(m, "Tokenizer")
+      .def_property_readonly("name", &data::Tokenizer::name)
+      .def_property_readonly("vocab_size", &data::Tokenizer::vocab_size)
+      .def_property_readonly("end_of_text", &data::Tokenizer::end_of_text)
+      .def("encode", &data::Tokenizer::encode, py::arg("text"))
+      .def(
+          "decode",
+          [](const data::Tokenizer& t, const std::vector<std::int32_t>& ids) {
+            return py::bytes(t.decode(ids));
+          },
+          py::arg("ids"));
+  py::class_<data::ByteTokenizer, data::Tokenizer>(m, "ByteTokenizer").def(py::init<>());
+  py::class_<data::Gpt2Tokenizer, data::Tokenizer>(m, "Gpt2Tokenizer")
+      .def(py::init<const std::string&, const std::string&>(), py::arg("encoder_json"),
+           py::arg("vocab_bpe"));
+  m.def(
+      "read_token_file",
+      [](const std::string& path) {
+        std::vector<std::int32_t> ids;
+        {
+          py::gil_scoped_release release;
+          ids = data::read_token_file(path);
+        }
+        py::array_t<std::int32_t> out(static_cast<py::ssize_t>(ids.size()));
+        std::copy(ids.begin(), ids.end(), out.mutable_data());
+        return out;
+      },
+      py::arg("path"), "A token file (mixprec tokenize) as an int32 NumPy array.");
+  m.def(
+      "write_token_file",
+      [](const std::string& path, const std::vector<std::int32_t>& ids, std::int64_t vocab_size) {
+        data::write_token_file(path, ids, vocab_size);
+      },
+      py::arg("path"), py::arg("ids"), py::arg("vocab_size"),
+      "Writes ids as a token file, atomically (ValueError for an id outside the vocabulary).");
   m.def(
       "read_idx",
       [](const std::string& path) {
