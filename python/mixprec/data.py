@@ -15,7 +15,7 @@ accepted and change nothing (the arrays are in memory already).
 
 import numpy as _np
 
-from ._mixprec.data import (ByteTokenizer, Gpt2Tokenizer, Shuffler, Tokenizer,
+from ._mixprec.data import (ByteTokenizer, Gpt2Tokenizer, Shuffler, TokenDataset, Tokenizer,
                             default_fashion_mnist_dir, fashion_mnist_class_names, read_idx,
                             read_token_file, write_token_file)
 
@@ -101,5 +101,6 @@ class Dataset:
         return (x, y, self._batch_size, self._shuffled)
 
 
-__all__ = ["ByteTokenizer", "Dataset", "Gpt2Tokenizer", "Tokenizer", "default_fashion_mnist_dir",
+__all__ = ["ByteTokenizer", "Dataset", "Gpt2Tokenizer", "TokenDataset", "Tokenizer",
+           "default_fashion_mnist_dir",
            "fashion_mnist_class_names", "read_idx", "read_token_file", "write_token_file"]

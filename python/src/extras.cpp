@@ -153,6 +153,27 @@ void bind_data(py::module_& m) {
   py::class_<data::Gpt2Tokenizer, data::Tokenizer>(m, "Gpt2Tokenizer")
       .def(py::init<const std::string&, const std::string&>(), py::arg("encoder_json"),
            py::arg("vocab_bpe"));
+  // A token file, memory-mapped: windows by their start offsets as NumPy (x, y) pairs, y being x
+  // shifted by one token (draw training starts with NumPy; the validation part starts at
+  // train_tokens).
+  py::class_<data::TokenDataset>(m, "TokenDataset")
+      .def(py::init([](const std::string& path, double validation_fraction) {
+             return data::TokenDataset(path, {.validation_fraction = validation_fraction});
+           }),
+           py::arg("path"), py::arg("validation_fraction") = 0.0)
+      .def_property_readonly("vocab_size", &data::TokenDataset::vocab_size)
+      .def_property_readonly("size", &data::TokenDataset::size)
+      .def_property_readonly("train_tokens", &data::TokenDataset::train_tokens)
+      .def_property_readonly("validation_tokens", &data::TokenDataset::validation_tokens)
+      .def(
+          "windows",
+          [](const data::TokenDataset& d, const std::vector<std::int64_t>& starts,
+             std::int64_t context) {
+            const data::Batch b = d.windows(starts, context);
+            return py::make_tuple(to_numpy(b.x), to_numpy(b.y));
+          },
+          py::arg("starts"), py::arg("context"),
+          "x (len(starts), context) and y, int32: the windows at those token offsets.");
   m.def(
       "read_token_file",
       [](const std::string& path) {

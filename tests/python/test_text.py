@@ -23,6 +23,20 @@ def test_byte_tokenizer_and_token_files(tmp_path):
         tok.decode([257])
 
 
+def test_token_dataset_windows(tmp_path):
+    path = str(tmp_path / "w.tok")
+    ids = list(range(100))
+    mp.data.write_token_file(path, ids, 257)
+    data = mp.data.TokenDataset(path, validation_fraction=0.2)
+    assert (data.vocab_size, data.size, data.train_tokens, data.validation_tokens) == (257, 100, 80, 20)
+    x, y = data.windows([0, 5, data.train_tokens], 4)
+    assert x.dtype == np.int32 and x.shape == (3, 4) and y.shape == (3, 4)
+    assert x.tolist() == [[0, 1, 2, 3], [5, 6, 7, 8], [80, 81, 82, 83]]
+    assert y.tolist() == [[1, 2, 3, 4], [6, 7, 8, 9], [81, 82, 83, 84]]
+    with pytest.raises(ValueError):
+        data.windows([96], 4)  # 96 + 4 + 1 tokens pass the end
+
+
 def test_gpt_trains_on_token_windows_generates_and_round_trips(tmp_path):
     mp.set_seed(3)
     tok = mp.data.ByteTokenizer()
