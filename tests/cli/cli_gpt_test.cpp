@@ -97,6 +97,40 @@ TEST_F(CliGpt, GenerateGoesPastTheContextAndRepeatsBySeed) {
   EXPECT_EQ(a.out, b.out);
 }
 
+// compare on text: one row per policy, the throughput counted in sequences (token windows).
+TEST_F(CliGpt, CompareCountsSequences) {
+  const CliResult r = run_cli({"compare",
+                               "--model",
+                               "gpt",
+                               "--layers",
+                               "1",
+                               "--width",
+                               "32",
+                               "--heads",
+                               "2",
+                               "--dataset",
+                               "text:" + dir_->file("t.tok"),
+                               "--seq-len",
+                               "16",
+                               "--batch-size",
+                               "4",
+                               "--epochs",
+                               "1",
+                               "--max-samples",
+                               "8",
+                               "--verbose",
+                               "0",
+                               "--policies",
+                               "float32,mixed_bfloat16"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sequences/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sequences/s: training sequences / time in steps"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("images/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nfloat32 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nmixed_bfloat16 "), std::string::npos) << r.out;
+}
+
 TEST_F(CliGpt, PromptLongerThanTheContextIsOneErrorLine) {
   const CliResult r =
       run_cli({"generate", "--model", model(), "--prompt", "the quick brown fox jumps"});

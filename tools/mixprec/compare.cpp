@@ -1,7 +1,8 @@
 // `mixprec compare`: what seeds 001 and 002 do by hand. The same model, data and seed under each
 // policy (a fresh model per policy, optionally its own batch size: --batch-sizes), then one table:
-// seconds/epoch, samples/s (images/s for the image models), median step time, peak memory, final
-// loss scale, skipped steps and test accuracy; with a batch column when batch sizes may differ.
+// seconds/epoch, samples/s (images/s for the image models, sequences/s for the GPTs), median step
+// time, peak memory, final loss scale, skipped steps and test accuracy; with a batch column when
+// batch sizes may differ.
 // --tensorboard DIR writes one TensorBoard run per policy, DIR/<policy>.
 #include <algorithm>
 #include <cstdio>
@@ -120,8 +121,13 @@ void run_compare(const CompareOptions& options, const Invocation& invocation) {
     runs.push_back(run_training(config, data));
   }
   std::printf("\n");
+  // What a training sample is: an image, a token window (a sequence) of a GPT, or a feature row.
+  const bool sequences = config.model.is_language_model();
+  const char* sample = sequences ? "sequences" : images ? "images" : "samples";
   const CompareTableStyle style{.batch_column = images || !options.batch_sizes.empty(),
-                                .throughput = images ? "images/s" : "samples/s"};
+                                .throughput = sequences ? "sequences/s"
+                                              : images  ? "images/s"
+                                                        : "samples/s"};
   print_compare_table(runs, stdout, style);
   // On a GPU the step times come from CUDA events (GPU time per step) and the peak is the GPU's
   // (the data set stays on the host).
@@ -130,8 +136,8 @@ void run_compare(const CompareOptions& options, const Invocation& invocation) {
           ? "steps timed on the GPU; peak mem: tensor memory on " + config.device.device.to_string()
           : std::string("peak mem: tensor memory above the loaded data set");
   std::printf("(s/epoch: wall time incl. validation; %s: training %s / time in steps%s; %s)\n",
-              style.throughput, images ? "images" : "samples",
-              images ? ", per-batch preprocessing excluded" : "", memory_note.c_str());
+              style.throughput, sample, images ? ", per-batch preprocessing excluded" : "",
+              memory_note.c_str());
   if (!options.json_path.empty()) {
     nlohmann::ordered_json out = {{"command", invocation.command_line},
                                   {"date", utc_date()},
