@@ -115,9 +115,8 @@ void bind_applications(py::module_& m) {
                                         .seed = seed,
                                         .stop_token = stop_token});
       },
-      py::arg("model"), py::arg("prompt"), py::arg("max_tokens") = 64,
-      py::arg("temperature") = 1.0, py::arg("top_k") = 0, py::arg("seed") = 0,
-      py::arg("stop_token") = py::none(),
+      py::arg("model"), py::arg("prompt"), py::arg("max_tokens") = 64, py::arg("temperature") = 1.0,
+      py::arg("top_k") = 0, py::arg("seed") = 0, py::arg("stop_token") = py::none(),
       "The prompt's ids followed by up to max_tokens generated ones (a key-value cache; past the "
       "context the window slides). temperature 0 is greedy; top_k 0 samples among all tokens.");
   m.def(

@@ -31,7 +31,21 @@ class CliGpt : public ::testing::Test {
     // The text's bytes without an end-of-text token: generation runs to --max-tokens.
     const std::vector<std::int32_t> bytes(text.begin(), text.end());
     data::write_token_file(dir_->file("t.tok"), bytes, 257);
-    const CliResult train = run_cli({"train",
+    const CliResult train =
+        run_cli(args_of("train", {"--max-samples", "160", "--save", dir_->file("gpt"),
+                                  "--metrics-json", dir_->file("train.json")}));
+    ASSERT_EQ(train.exit_code, 0) << train.err;
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string model() { return dir_->file("gpt"); }
+  // `command` (train or compare) of the 1-block GPT on the suite's token file for one epoch,
+  // then `extra`.
+  static std::vector<std::string> args_of(const std::string& command,
+                                          const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {command,
                                      "--model",
                                      "gpt",
                                      "--layers",
@@ -48,21 +62,11 @@ class CliGpt : public ::testing::Test {
                                      "4",
                                      "--epochs",
                                      "1",
-                                     "--max-samples",
-                                     "160",
                                      "--verbose",
-                                     "0",
-                                     "--save",
-                                     dir_->file("gpt"),
-                                     "--metrics-json",
-                                     dir_->file("train.json")});
-    ASSERT_EQ(train.exit_code, 0) << train.err;
+                                     "0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
   }
-  static void TearDownTestSuite() {
-    delete dir_;
-    dir_ = nullptr;
-  }
-  static std::string model() { return dir_->file("gpt"); }
   static TempDir* dir_;
 };
 
@@ -99,29 +103,8 @@ TEST_F(CliGpt, GenerateGoesPastTheContextAndRepeatsBySeed) {
 
 // compare on text: one row per policy, the throughput counted in sequences (token windows).
 TEST_F(CliGpt, CompareCountsSequences) {
-  const CliResult r = run_cli({"compare",
-                               "--model",
-                               "gpt",
-                               "--layers",
-                               "1",
-                               "--width",
-                               "32",
-                               "--heads",
-                               "2",
-                               "--dataset",
-                               "text:" + dir_->file("t.tok"),
-                               "--seq-len",
-                               "16",
-                               "--batch-size",
-                               "4",
-                               "--epochs",
-                               "1",
-                               "--max-samples",
-                               "8",
-                               "--verbose",
-                               "0",
-                               "--policies",
-                               "float32,mixed_bfloat16"});
+  const CliResult r =
+      run_cli(args_of("compare", {"--max-samples", "8", "--policies", "float32,mixed_bfloat16"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("sequences/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("sequences/s: training sequences / time in steps"), std::string::npos)

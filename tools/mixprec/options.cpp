@@ -428,9 +428,7 @@ optimizers::Optimizer make_optimizer(const std::string& name, const LearningRate
   std::string lower;
   for (char c : name) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (!plan.learning_rate && plan.schedule == "constant") return optimizers::get(lower);
-  // get() throws ValueError listing the valid names, and knows each optimizer's Keras default.
-  const double base =
-      plan.learning_rate ? *plan.learning_rate : optimizers::get(lower).learning_rate();
+  const double base = peak_learning_rate(lower, plan.learning_rate);
   optimizers::LearningRate rate = base;
   if (plan.schedule == "cosine") {
     if (plan.warmup_steps > 0 && plan.warmup_steps >= plan.total_steps) {
@@ -452,6 +450,11 @@ optimizers::Optimizer make_optimizer(const std::string& name, const LearningRate
   if (lower == "adam") return optimizers::Adam({.learning_rate = rate});
   if (lower == "adamw") return optimizers::AdamW({.learning_rate = rate});
   return optimizers::RMSprop({.learning_rate = rate});  // the parser admits nothing else
+}
+
+double peak_learning_rate(const std::string& name, std::optional<double> learning_rate) {
+  // get() throws ValueError listing the valid names, and knows each optimizer's Keras default.
+  return learning_rate ? *learning_rate : optimizers::get(name).learning_rate();
 }
 
 std::string optimizer_text(const std::string& name, const TrainOptions& options) {

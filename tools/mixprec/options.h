@@ -148,6 +148,9 @@ struct LearningRatePlan {
   std::int64_t total_steps = 0;  // cosine only: warm-up plus decay
 };
 optimizers::Optimizer make_optimizer(const std::string& name, const LearningRatePlan& plan);
+// The rate a schedule starts from or rises to: `learning_rate`, else the optimizer's Keras
+// default (ValueError listing the valid names for an unknown optimizer).
+double peak_learning_rate(const std::string& name, std::optional<double> learning_rate);
 // "adamw", or "adamw, cosine decay (warm-up 100 steps)" for the run headers.
 std::string optimizer_text(const std::string& name, const TrainOptions& options);
 

@@ -188,8 +188,8 @@ ModelShape model_shape(const RunConfig& config, const DataGeometry& geometry) {
     shape.gpt = gpt_model_config(config.model, config.options);
     shape.gpt.vocab = geometry.classes;  // the data set's tokenizer
     // The position table has as many rows as the training sequences: every position the model
-    // has is trained, and generate stops where the training length ends (a preset's longer
-    // context would leave positions that only generation reaches, untrained).
+    // has is trained (a preset's longer context would leave positions that only generation
+    // reaches, untrained); generate slides its window past that length.
     shape.gpt.context = config.seq_len;
     shape.classes = geometry.classes;
     return shape;
@@ -271,8 +271,7 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
     optimizers::Optimizer optimizer = run_optimizer(config, data);
     result.learning_rate = optimizer.learning_rate();
     if (o.lr_schedule == "cosine") {  // the peak rate, not the warm-up's first (0)
-      result.learning_rate =
-          o.learning_rate ? *o.learning_rate : optimizers::get(config.optimizer).learning_rate();
+      result.learning_rate = peak_learning_rate(config.optimizer, o.learning_rate);
     }
 
     if (loop_choice(o.loop) == Loop::fit) {
