@@ -179,6 +179,11 @@ if(MIXPREC_PYTHON_BUILT)
       WORKING_DIRECTORY ${PROJECT_BINARY_DIR}/python-quickstart)
     set_tests_properties(python_quickstart_example PROPERTIES LABELS python TIMEOUT 600
       PASS_REGULAR_EXPRESSION "test accuracy 0\\.[6-9]" ENVIRONMENT "${_py_env}")
+    # A GPT on the fortune corpus from Python (uniform guessing over 257 bytes is a loss of 5.55).
+    add_test(NAME python_gpt_example
+      COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/gpt_fortunes.py)
+    set_tests_properties(python_gpt_example PROPERTIES LABELS python TIMEOUT 600
+      PASS_REGULAR_EXPRESSION "validation loss ([0-3]\\.|4\\.[0-4])" ENVIRONMENT "${_py_env}")
     add_test(NAME python_guide_example
       COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/mixed_precision_guide.py
         --epochs 2 --train-samples 8192 --batch-size 512)

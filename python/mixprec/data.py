@@ -11,13 +11,25 @@ mixprec's generator: shuffle(..., seed=s) gives the permutations a C++ data::Bat
 gives; without a seed one is drawn from mixprec's default generator (mixprec.set_seed makes it
 repeatable). prefetch() and cache() are
 accepted and change nothing (the arrays are in memory already).
+
+Text for language models: TokenDataset maps a token file (`mixprec tokenize`) and serves windows of
+it without copying the corpus:
+
+    tokens = mp.data.TokenDataset("fortunes.tok", validation_fraction=0.1)
+    train = tokens.train_windows(128, batch_size=32, epochs=10, seed=42)   # TokenWindows
+    gpt.fit(train, epochs=10, validation_data=tokens.validation_windows(128))
+
+fit takes the windows' batch size and steps per epoch (each epoch a new shuffle of all the windows
+drawn); each batch's tokens are read from the mapping when it is trained, as `mixprec train
+--dataset text:...` does.
 """
 
 import numpy as _np
 
-from ._mixprec.data import (ByteTokenizer, Gpt2Tokenizer, Shuffler, TokenDataset, Tokenizer,
-                            default_fashion_mnist_dir, fashion_mnist_class_names, read_idx,
-                            read_token_file, write_token_file)
+from ._mixprec.data import (FORTUNES_DIR, ByteTokenizer, Gpt2Tokenizer, Shuffler, TokenDataset,
+                            Tokenizer, TokenWindows, default_fashion_mnist_dir,
+                            fashion_mnist_class_names, open_text_dataset, read_idx,
+                            read_text_documents, read_token_file, write_token_file)
 
 
 class Dataset:
@@ -101,6 +113,17 @@ class Dataset:
         return (x, y, self._batch_size, self._shuffled)
 
 
-__all__ = ["ByteTokenizer", "Dataset", "Gpt2Tokenizer", "TokenDataset", "Tokenizer",
-           "default_fashion_mnist_dir",
-           "fashion_mnist_class_names", "read_idx", "read_token_file", "write_token_file"]
+def _token_windows_batches(self):
+    """(x, y) NumPy batches of batch_size windows (32 for validation windows), in stored order."""
+    size = self.batch_size or 32
+    for start in range(0, len(self), size):
+        yield self.batch(start, min(start + size, len(self)))
+
+
+TokenWindows.__iter__ = _token_windows_batches
+
+
+__all__ = ["FORTUNES_DIR", "ByteTokenizer", "Dataset", "Gpt2Tokenizer", "TokenDataset",
+           "TokenWindows", "Tokenizer", "default_fashion_mnist_dir", "fashion_mnist_class_names",
+           "open_text_dataset", "read_idx", "read_text_documents", "read_token_file",
+           "write_token_file"]

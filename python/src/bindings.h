@@ -30,6 +30,18 @@ void bind_callbacks(py::module_& m);        // callbacks.cpp
 void bind_models(py::module_& m);           // models.cpp
 void bind_extras(py::module_& m);  // extras.cpp: applications, data, distributed, devices, info
 
+// ---- pipelines ----
+// Windows of a data.TokenDataset as a pipeline (TokenDataset.train_windows, validation_windows):
+// the C++ data::Pipeline, which reads each batch's tokens from the mapped file when fit gets to
+// it, with the batch size and steps per epoch the windows were drawn for (fit's defaults).
+// fit/evaluate/predict take it as x, fit as validation_data (models.cpp).
+struct TokenWindows {
+  data::Pipeline pipeline;
+  std::int64_t context = 0;
+  std::optional<std::int64_t> batch_size;       // train_windows': fit's default batch size
+  std::optional<std::int64_t> steps_per_epoch;  // train_windows': fit's default
+};
+
 // ---- arrays ----
 // A Tensor from a Tensor, a NumPy array (viewed in place when its dtype is one of mixprec's and its
 // strides are non-negative multiples of the item size; the array stays alive while the tensor

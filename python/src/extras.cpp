@@ -152,14 +152,67 @@ void bind_data(py::module_& m) {
   py::class_<data::Gpt2Tokenizer, data::Tokenizer>(m, "Gpt2Tokenizer")
       .def(py::init<const std::string&, const std::string&>(), py::arg("encoder_json"),
            py::arg("vocab_bpe"));
-  // A token file, memory-mapped: windows by their start offsets as NumPy (x, y) pairs, y being x
-  // shifted by one token (draw training starts with NumPy; the validation part starts at
-  // train_tokens).
+  py::class_<TokenWindows>(m, "TokenWindows",
+                           "Windows of a TokenDataset (train_windows, validation_windows): fit, "
+                           "evaluate and predict take them as x, fit as validation_data; each "
+                           "batch's tokens are read from the mapped file when it is trained. "
+                           "Iterating gives (x, y) NumPy batches in stored order.")
+      .def_property_readonly("context", [](const TokenWindows& w) { return w.context; })
+      .def_property_readonly("batch_size", [](const TokenWindows& w) { return w.batch_size; })
+      .def_property_readonly("steps_per_epoch",
+                             [](const TokenWindows& w) { return w.steps_per_epoch; })
+      .def("__len__", [](const TokenWindows& w) { return w.pipeline.size(); })
+      .def(
+          "batch",
+          [](const TokenWindows& w, std::int64_t start, std::int64_t stop) {
+            const data::Batch b = w.pipeline.batch(start, stop);
+            return py::make_tuple(to_numpy(b.x), to_numpy(b.y));
+          },
+          py::arg("start"), py::arg("stop"),
+          "x (stop - start, context) and y int32: windows [start, stop) in stored order.")
+      .def("__repr__", [](const TokenWindows& w) {
+        return "<TokenWindows " + std::to_string(w.pipeline.size()) + " windows of " +
+               std::to_string(w.context) + " tokens>";
+      });
+  // A token file, memory-mapped (or token ids held in memory): windows by their start offsets as
+  // NumPy (x, y) pairs, y being x shifted by one token, or as TokenWindows pipelines for fit.
   py::class_<data::TokenDataset>(m, "TokenDataset")
       .def(py::init([](const std::string& path, double validation_fraction) {
              return data::TokenDataset(path, {.validation_fraction = validation_fraction});
            }),
            py::arg("path"), py::arg("validation_fraction") = 0.0)
+      .def_static(
+          "from_tokens",
+          [](const std::vector<std::int32_t>& ids, std::int64_t vocab_size,
+             double validation_fraction) {
+            return data::TokenDataset(ids, vocab_size,
+                                      {.validation_fraction = validation_fraction});
+          },
+          py::arg("ids"), py::arg("vocab_size"), py::arg("validation_fraction") = 0.0,
+          "Token ids held in memory (e.g. text encoded by a tokenizer), checked as a file's.")
+      .def(
+          "train_windows",
+          [](const data::TokenDataset& d, std::int64_t context, std::int64_t batch_size,
+             std::optional<std::int64_t> steps_per_epoch, std::int64_t epochs, std::uint64_t seed) {
+            const data::TokenWindowOptions o{.context = context,
+                                             .batch_size = batch_size,
+                                             .steps_per_epoch = steps_per_epoch,
+                                             .epochs = epochs,
+                                             .seed = seed};
+            return TokenWindows{d.train_windows(o), context, batch_size, d.steps_per_epoch(o)};
+          },
+          py::arg("context"), py::arg("batch_size") = 32, py::arg("steps_per_epoch") = py::none(),
+          py::arg("epochs") = 1, py::arg("seed") = 0,
+          "batch_size * steps_per_epoch * epochs windows of context + 1 tokens drawn from the "
+          "training part (starts uniform, from seed); fit takes batch_size and steps_per_epoch "
+          "from them. steps_per_epoch defaults to about one pass over the training tokens.")
+      .def(
+          "validation_windows",
+          [](const data::TokenDataset& d, std::int64_t context) {
+            return TokenWindows{d.validation_windows(context), context, std::nullopt, std::nullopt};
+          },
+          py::arg("context"),
+          "The validation part cut into consecutive windows that do not overlap, in order.")
       .def_property_readonly("vocab_size", &data::TokenDataset::vocab_size)
       .def_property_readonly("size", &data::TokenDataset::size)
       .def_property_readonly("train_tokens", &data::TokenDataset::train_tokens)
@@ -173,6 +226,31 @@ void bind_data(py::module_& m) {
           },
           py::arg("starts"), py::arg("context"),
           "x (len(starts), context) and y, int32: the windows at those token offsets.");
+  m.attr("FORTUNES_DIR") = data::kFortunesDir;
+  m.def(
+      "read_text_documents",
+      [](const std::string& path) {
+        std::vector<std::string> docs;
+        {
+          py::gil_scoped_release release;
+          docs = data::read_text_documents(path);
+        }
+        py::list out;
+        for (const std::string& d : docs) out.append(py::bytes(d));
+        return out;
+      },
+      py::arg("path"),
+      "A text file as one document, or a directory of fortune databases as their entries; "
+      "bytes each.");
+  m.def(
+      "open_text_dataset",
+      [](const std::string& path, double validation_fraction) {
+        py::gil_scoped_release release;
+        return data::open_text_dataset(path, {.validation_fraction = validation_fraction});
+      },
+      py::arg("path"), py::arg("validation_fraction") = 0.0,
+      "As the CLI's --dataset text:PATH: a token file mapped, or a text file or directory of "
+      "fortune databases tokenized by bytes (vocab 257, end-of-text after each document).");
   m.def(
       "read_token_file",
       [](const std::string& path) {

@@ -17,15 +17,27 @@ Verbosity to_verbosity(py::handle v) {
 }
 
 // x given as a mixprec.data.Dataset (the package's tf.data stand-in): its arrays, batch size and
-// shuffling, as Keras's fit(dataset) takes them.
+// shuffling, as Keras's fit(dataset) takes them; or as data.TokenWindows: its pipeline, batch size
+// and steps per epoch.
 struct FitData {
   Tensor x, y;
-  std::optional<std::int64_t> batch_size;
+  std::optional<data::Pipeline> pipeline;
+  std::optional<std::int64_t> batch_size, steps_per_epoch;
   std::optional<bool> shuffle;
 };
 
 FitData fit_data(py::handle x, py::handle y) {
   FitData d;
+  if (py::isinstance<TokenWindows>(x)) {
+    if (!y.is_none()) {
+      throw ValueError("y must be None when x is TokenWindows (they hold the targets)");
+    }
+    const auto& w = x.cast<const TokenWindows&>();
+    d.pipeline = w.pipeline;
+    d.batch_size = w.batch_size;
+    d.steps_per_epoch = w.steps_per_epoch;
+    return d;
+  }
   if (py::hasattr(x, "_fit_arguments")) {
     if (!y.is_none()) throw ValueError("y must be None when x is a Dataset (it holds the targets)");
     py::tuple args = x.attr("_fit_arguments")();
@@ -35,7 +47,9 @@ FitData fit_data(py::handle x, py::handle y) {
     d.shuffle = args[3].cast<bool>();
     return d;
   }
-  if (x.is_none()) throw ValueError("x is required (an array, a Tensor or a Dataset)");
+  if (x.is_none()) {
+    throw ValueError("x is required (an array, a Tensor, a Dataset or TokenWindows)");
+  }
   d.x = to_tensor(x);
   d.y = to_tensor_or_none(y);
   return d;
@@ -91,7 +105,9 @@ History fit(py::object self, py::object x, py::object y, py::object batch_size, 
   o.verbose = to_verbosity(verbose);
   o.validation_split = validation_split;
   if (!validation_data.is_none()) {
-    if (py::hasattr(validation_data, "_fit_arguments")) {
+    if (py::isinstance<TokenWindows>(validation_data)) {
+      o.validation_data = validation_data.cast<const TokenWindows&>().pipeline;
+    } else if (py::hasattr(validation_data, "_fit_arguments")) {
       py::tuple args = validation_data.attr("_fit_arguments")();
       o.validation_data = std::make_pair(to_tensor(args[0]), to_tensor(args[1]));
     } else {
@@ -103,7 +119,7 @@ History fit(py::object self, py::object x, py::object y, py::object batch_size, 
   o.shuffle = data.shuffle.value_or(shuffle);
   o.seed = seed;
   o.initial_epoch = initial_epoch;
-  o.steps_per_epoch = steps_per_epoch;
+  o.steps_per_epoch = steps_per_epoch ? steps_per_epoch : data.steps_per_epoch;
   if (!distribute.is_none()) o.distribute = distribute.cast<distributed::DataParallel>();
   o.callbacks = to_callbacks(callbacks, self);
   auto interrupt = std::make_shared<InterruptCheck>();
@@ -111,7 +127,8 @@ History fit(py::object self, py::object x, py::object y, py::object batch_size, 
   History history;
   {
     py::gil_scoped_release release;
-    history = model.fit(data.x, data.y, std::move(o));
+    history = data.pipeline ? model.fit(*data.pipeline, std::move(o))
+                            : model.fit(data.x, data.y, std::move(o));
   }
   interrupt->rethrow();
   py::setattr(self, "history", py::cast(history));  // Keras's model.history
@@ -134,7 +151,8 @@ py::object evaluate(py::object self, py::object x, py::object y, py::object batc
   Scores scores;
   {
     py::gil_scoped_release release;
-    scores = model.evaluate(data.x, data.y, std::move(o));
+    scores = data.pipeline ? model.evaluate(*data.pipeline, std::move(o))
+                           : model.evaluate(data.x, data.y, std::move(o));
   }
   interrupt->rethrow();
   return scores_to_python(scores, return_dict);
@@ -142,8 +160,13 @@ py::object evaluate(py::object self, py::object x, py::object y, py::object batc
 
 py::array predict(Model& model, py::object x, py::object batch_size, py::object verbose) {
   Tensor input;
+  std::optional<data::Pipeline> pipeline;
   std::optional<std::int64_t> dataset_batch;
-  if (py::hasattr(x, "_fit_arguments")) {
+  if (py::isinstance<TokenWindows>(x)) {
+    const auto& w = x.cast<const TokenWindows&>();
+    pipeline = w.pipeline;
+    dataset_batch = w.batch_size;
+  } else if (py::hasattr(x, "_fit_arguments")) {
     py::tuple args = x.attr("_fit_arguments")();
     input = to_tensor(args[0]);
     if (!args[2].is_none()) dataset_batch = args[2].cast<std::int64_t>();
@@ -157,7 +180,7 @@ py::array predict(Model& model, py::object x, py::object batch_size, py::object 
   Tensor out;
   {
     py::gil_scoped_release release;
-    out = model.predict(input, o);
+    out = pipeline ? model.predict(*pipeline, o) : model.predict(input, o);
   }
   return to_numpy(out);
 }
