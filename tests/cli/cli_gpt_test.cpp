@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -171,6 +172,125 @@ TEST_F(CliGpt, EvaluateWithATokenFileOfAnotherVocabularyIsOneErrorLine) {
   ASSERT_EQ(lines.size(), 1u) << r.err;
   EXPECT_NE(lines[0].find("has a vocabulary of 257 tokens"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("one of 300"), std::string::npos) << lines[0];
+}
+
+// The weights of a model as float32 values, for exact comparisons.
+std::vector<std::vector<float>> float_weights(const Model& model) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& w : model.get_weights()) {
+    out.push_back(w.to(DType::float32).contiguous().to_vector<float>());
+  }
+  return out;
+}
+
+// --init-from with no epoch: the run's model is the saved one, weight for weight (saved again
+// under another policy), and tests to the loss train reported for it.
+TEST_F(CliGpt, InitFromStartsWithTheSavedWeights) {
+  const std::string again = dir_->file("again");
+  const CliResult r = run_cli({"train",
+                               "--model",
+                               "gpt",
+                               "--init-from",
+                               model(),
+                               "--dataset",
+                               "text:" + dir_->file("t.tok"),
+                               "--seq-len",
+                               std::to_string(kSeqLen),
+                               "--max-samples",
+                               "160",
+                               "--epochs",
+                               "0",
+                               "--policy",
+                               "mixed_bfloat16",
+                               "--verbose",
+                               "0",
+                               "--save",
+                               again,
+                               "--metrics-json",
+                               dir_->file("again.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 blocks x 32 wide, 2 heads, 16 tokens, vocab 257, from " + model()),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(float_weights(load_model(again)), float_weights(load_model(model())));
+  std::ifstream in(dir_->file("again.json")), first(dir_->file("train.json"));
+  const nlohmann::json run = nlohmann::json::parse(in), trained = nlohmann::json::parse(first);
+  EXPECT_EQ(run.at("init_from"), model());
+  EXPECT_EQ(run.at("gpt").at("context"), kSeqLen);
+  EXPECT_EQ(trained.at("init_from"), nullptr);
+  // bfloat16 compute against train's float32: the same weights, a loss within bf16's rounding.
+  EXPECT_NEAR(run.at("test").at("loss").get<double>(), trained.at("test").at("loss").get<double>(),
+              0.02);
+}
+
+// Fine-tuning goes on from the saved weights: one more epoch from them ends below where the
+// first epoch (from the seed's weights) ended.
+TEST_F(CliGpt, InitFromContinuesTraining) {
+  const CliResult r = run_cli({"train", "--model", "gpt", "--init-from", model(), "--dataset",
+                               "text:" + dir_->file("t.tok"), "--seq-len", std::to_string(kSeqLen),
+                               "--batch-size", "4", "--max-samples", "160", "--epochs", "1",
+                               "--verbose", "0", "--metrics-json", dir_->file("tuned.json")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(dir_->file("tuned.json")), first(dir_->file("train.json"));
+  const nlohmann::json tuned = nlohmann::json::parse(in), trained = nlohmann::json::parse(first);
+  EXPECT_LT(tuned.at("test").at("loss").get<double>(), trained.at("test").at("loss").get<double>());
+}
+
+// A Hugging Face GPT-2 directory (the 2-block fixture of vocabulary 61, context 16) as the start.
+TEST_F(CliGpt, InitFromAHuggingFaceGpt2) {
+  const char* tests_dir = std::getenv("MIXPREC_TEST_SOURCE_DIR");
+  const std::filesystem::path tests =
+      tests_dir
+          ? std::filesystem::path(tests_dir)
+          : std::filesystem::absolute(std::filesystem::path(__FILE__)).parent_path().parent_path();
+  const std::string hf = (tests / "data" / "gpt2-tiny").string();
+  std::vector<std::int32_t> ids(600);
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<std::int32_t>((i * 7) % 61);
+  data::write_token_file(dir_->file("hf.tok"), ids, 61);
+  const std::string saved = dir_->file("hf-start");
+  const CliResult r = run_cli({"train", "--model", "gpt", "--init-from", hf, "--hf-gpt2",
+                               "--dataset", "text:" + dir_->file("hf.tok"), "--seq-len", "8",
+                               "--epochs", "0", "--verbose", "0", "--save", saved});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Model start = load_model(saved);
+  EXPECT_EQ(applications::gpt_config(start).context, 16);  // the pretrained positions stay
+  EXPECT_EQ(float_weights(start), float_weights(applications::load_gpt2_huggingface(hf)));
+}
+
+TEST_F(CliGpt, InitFromErrorsAreOneLine) {
+  const std::string text = "text:" + dir_->file("t.tok");
+  const std::string other = dir_->file("other-init.tok");
+  data::write_token_file(other, std::vector<std::int32_t>(400, 1), 300);
+  const struct {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string says;
+  } cases[] = {
+      {{"--model", "gpt-nano", "--init-from", model(), "--dataset", text}, 2, "pass --model gpt"},
+      {{"--model", "gpt", "--init-from", model(), "--layers", "2", "--dataset", text},
+       2,
+       "the saved GPT's shape"},
+      {{"--model", "gpt", "--hf-gpt2", "--dataset", text}, 2, "give --init-from DIR"},
+      {{"--model", "gpt", "--init-from", model(), "--seq-len", "17", "--dataset", text},
+       2,
+       "--seq-len 17 is longer than the 16 positions"},
+      {{"--model", "gpt", "--init-from", model(), "--dataset", "text:" + other},
+       2,
+       "has a vocabulary of 257 tokens, text:" + other + " of 300"},
+      {{"--model", "gpt", "--init-from", dir_->file("nothing-here"), "--dataset", text},
+       1,
+       "nothing-here"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"train", "--epochs", "0", "--verbose", "0"};
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.says << ": " << r.err;
+    const auto lines = r.err_lines();
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_NE(lines[0].find(c.says), std::string::npos) << lines[0];
+    EXPECT_EQ(r.out, "") << c.says;
+  }
 }
 
 }  // namespace

@@ -90,6 +90,15 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
                    "before the decay")
         ->capture_default_str();
   }
+  if (what != OptionSet::bench) {
+    app.add_option("--init-from", o.init_from,
+                   "with --model gpt: start from the configuration and weights of a GPT saved by "
+                   "`train --save DIR` (fine-tuning; the position table keeps its context)");
+    app.add_flag("--hf-gpt2", o.hf_gpt2,
+                 "with --init-from: DIR is a Hugging Face GPT-2 directory (config.json, "
+                 "model.safetensors); train on a token file of GPT-2's BPE (tokenize --encoder "
+                 "--vocab)");
+  }
   app.add_option("--seed", o.seed, "seed of the weights, the shuffling and synthetic data")
       ->capture_default_str();
   app.add_option("--device", o.device, "auto, cpu or cuda (auto: a GPU when one is usable)")
@@ -319,6 +328,22 @@ void check_options(const TrainOptions& o) {
   if (gpt_shape && !model.is_language_model()) {
     throw UsageError(
         "--seq-len and --vocab apply to the GPT models (gpt-nano, ..., gpt2, gpt), not " + o.model);
+  }
+  if (o.hf_gpt2 && o.init_from.empty()) {
+    throw UsageError("--hf-gpt2 says what --init-from DIR holds; give --init-from DIR");
+  }
+  if (!o.init_from.empty()) {
+    if (o.model != "gpt") {
+      throw UsageError(
+          "--init-from starts from a saved GPT and takes its shape: pass --model gpt, "
+          "not " +
+          o.model);
+    }
+    if (o.layers || o.width || o.heads) {
+      throw UsageError(
+          "--layers, --width and --heads do not apply with --init-from: the model "
+          "has the saved GPT's shape");
+    }
   }
   const bool block_shape = o.layers || o.width || o.heads;
   if (block_shape && !model.is_language_model() && model.kind != ModelKind::vit) {

@@ -83,6 +83,10 @@ struct TrainOptions {
   bool restart = false;
   // Restore checkpoints whose weights or slots hold NaN or Inf (LoadOptions::allow_nonfinite).
   bool allow_nonfinite = false;
+  // train and compare, with --model gpt: fine-tune, starting from the configuration and weights of
+  // a GPT saved by `train --save DIR` or (hf_gpt2) of a Hugging Face GPT-2 directory.
+  std::string init_from;
+  bool hf_gpt2 = false;
 };
 
 // Adds the options of `train` to `app` (compare and bench add a subset by passing `what`).

@@ -85,7 +85,13 @@ json run_to_json(const RunResult& run) {
   const StepStats steps = run_step_stats(run);
   json out = {
       {"command", c.command}, {"mixprec_version", mixprec::version()}, {"model", c.options.model}};
-  if (c.model.takes_images()) {
+  if (c.model.is_language_model()) {
+    const applications::GptConfig& g = run.shape.gpt;
+    out["gpt"] = {{"layers", g.layers},   {"width", g.width}, {"heads", g.heads},
+                  {"context", g.context}, {"vocab", g.vocab}, {"seq_len", c.seq_len}};
+    // --init-from: the saved GPT the run started from (null: initialised from --seed).
+    out["init_from"] = c.init ? json(c.init->source) : json(nullptr);
+  } else if (c.model.takes_images()) {
     out["input_size"] = run.shape.input_size;
     out["channels"] = run.shape.channels;
     out["classes"] = run.shape.classes;
@@ -140,7 +146,7 @@ std::string model_shape_text(const RunConfig& c, const ModelShape& s) {
     const applications::GptConfig& g = s.gpt;
     return std::to_string(g.layers) + " blocks x " + std::to_string(g.width) + " wide, " +
            std::to_string(g.heads) + " heads, " + std::to_string(c.seq_len) + " tokens, vocab " +
-           std::to_string(g.vocab);
+           std::to_string(g.vocab) + (c.init ? ", from " + c.init->source : "");
   }
   if (c.model.takes_images()) {
     return std::to_string(s.input_size) + "x" + std::to_string(s.input_size) + "x" +

@@ -78,6 +78,24 @@ void check_resume_policy(const RunConfig& config) {
 
 }  // namespace
 
+InitialModel load_initial_model(const TrainOptions& options) {
+  InitialModel init;
+  init.source = options.init_from;
+  const Model model = options.hf_gpt2 ? applications::load_gpt2_huggingface(options.init_from)
+                                      : load_model(options.init_from);
+  try {
+    init.config = applications::gpt_config(model);
+  } catch (const ValueError& e) {
+    throw UsageError("--init-from " + options.init_from + " holds a model that is not a GPT (" +
+                     e.what() + ")");
+  }
+  // The run builds gpt(config) under its own policy and name; only the shape carries over.
+  init.config.dtype.reset();
+  init.config.name = applications::GptConfig{}.name;
+  init.weights = model.get_weights();
+  return init;
+}
+
 RunConfig resolve_config(const TrainOptions& options, const std::string& command) {
   RunConfig config;
   config.options = options;
@@ -98,10 +116,19 @@ RunConfig resolve_config(const TrainOptions& options, const std::string& command
                      " takes images or feature rows (use an image data set, or "
                      "a GPT: --model gpt-nano)");
   }
+  if (!options.init_from.empty()) {
+    config.init = std::make_shared<const InitialModel>(load_initial_model(options));
+  }
   if (config.model.is_language_model()) {
-    const applications::GptConfig gpt = gpt_model_config(config.model, options);
+    const applications::GptConfig gpt =
+        config.init ? config.init->config : gpt_model_config(config.model, options);
     config.seq_len = options.seq_len.value_or(
         std::min<std::int64_t>(gpt.context, config.device.is_gpu ? 1024 : 128));
+    if (config.init && config.seq_len > gpt.context) {
+      throw UsageError("--seq-len " + std::to_string(config.seq_len) + " is longer than the " +
+                       std::to_string(gpt.context) + " positions of the GPT in " +
+                       config.init->source);
+    }
     if (!(options.validation_split > 0.0)) {
       throw UsageError(
           "--validation-split must be above 0 for a language model: the last "
@@ -161,6 +188,15 @@ LoadedData load_dataset(const RunConfig& config) {
   // seq_len + 1 tokens drawn with the run's seed, one epoch's worth of fresh windows per epoch.
   const data::TokenDataset tokens =
       load_text_dataset(config.dataset, config.options.validation_split);
+  if (config.init && tokens.vocab_size() != config.init->config.vocab) {
+    throw UsageError(
+        "the GPT in " + config.init->source + " has a vocabulary of " +
+        std::to_string(config.init->config.vocab) + " tokens, " + config.options.dataset + " of " +
+        std::to_string(tokens.vocab_size()) +
+        (config.init->config.vocab == 50257
+             ? ": tokenize the text with GPT-2's BPE (mixprec tokenize --encoder --vocab)"
+             : ": tokenize the text as the GPT's training data was"));
+  }
   LoadedData out;
   out.spec = config.dataset;
   out.geometry.classes = tokens.vocab_size();
@@ -184,6 +220,11 @@ LoadedData load_dataset(const RunConfig& config) {
 ModelShape model_shape(const RunConfig& config, const DataGeometry& geometry) {
   ModelShape shape;
   shape.classes = config.classes;
+  if (config.init) {  // --init-from: the saved GPT's shape, its context included
+    shape.gpt = config.init->config;
+    shape.classes = geometry.classes;
+    return shape;
+  }
   if (config.model.is_language_model()) {
     shape.gpt = gpt_model_config(config.model, config.options);
     shape.gpt.vocab = geometry.classes;  // the data set's tokenizer
@@ -267,6 +308,12 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
     set_seed(o.seed);
     clear_session();
     Model model = build_model(config.model, result.shape);
+    if (config.init) {  // --init-from: the saved weights, on the run's device
+      std::vector<Tensor> weights;
+      weights.reserve(config.init->weights.size());
+      for (const Tensor& w : config.init->weights) weights.push_back(w.to(device));
+      model.set_weights(weights);
+    }
     result.params = model.count_params();
     optimizers::Optimizer optimizer = run_optimizer(config, data);
     result.learning_rate = optimizer.learning_rate();

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "datasets.h"
 #include "mixprec/mixprec.h"
@@ -14,6 +16,18 @@
 #include "run_callbacks.h"
 
 namespace mixprec::cli {
+
+// --init-from: the GPT a run starts from (its configuration and float32 weights, on the CPU).
+struct InitialModel {
+  std::string source;  // the directory, for messages
+  applications::GptConfig config;
+  std::vector<Tensor> weights;  // get_weights() order of gpt(config)
+};
+
+// Loads --init-from DIR (--hf-gpt2: a Hugging Face GPT-2 directory; else a model `train --save`
+// wrote): load_model's or load_gpt2_huggingface's error for a missing or bad directory, a
+// UsageError naming DIR for a model that is not a GPT.
+InitialModel load_initial_model(const TrainOptions& options);
 
 // The options with every device- and data-dependent default filled in.
 struct RunConfig {
@@ -32,15 +46,19 @@ struct RunConfig {
   std::string command;   // the command line, for the JSON
   KeepOptions keep;      // --tensorboard (compare: this policy's folder), --checkpoint-dir
   std::string save_dir;  // --save: Model::save here after training ("" = no)
+  // --init-from (shared by compare's runs, each of which starts from it); null without it.
+  std::shared_ptr<const InitialModel> init;
 };
 
 // Resolves the device (DeviceError for an unusable one) and the defaults that depend on it and on
-// the data set (its image size and classes, known from the spec). UsageError for --classes below
-// the data set's label count.
+// the data set (its image size and classes, known from the spec), and loads --init-from. UsageError
+// for --classes below the data set's label count, and with --init-from for a --seq-len beyond the
+// GPT's context.
 RunConfig resolve_config(const TrainOptions& options, const std::string& command);
 
 // Loads the data set named by config.dataset (DataError with a hint when it is missing), with
-// --max-samples applied.
+// --max-samples applied. With --init-from, a UsageError for text of another vocabulary than the
+// GPT's.
 LoadedData load_dataset(const RunConfig& config);
 
 // What the model of `config` sees: its shape and the preprocessing pipeline on `data`.
