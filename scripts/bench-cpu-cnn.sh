@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# The convolutional benchmarks on this CPU, side by side in one run (DESIGN §5): `mixprec bench`
-# under float32, mixed_float16 and mixed_bfloat16, then the PyTorch peer (bench/peers/torch_cnn.py
-# on Debian's python3-torch 1.13) with the same network, images, batch and optimizer (Adam), at
-# sizes a 2-core CPU trains in seconds per step: the Fashion-MNIST cnn at 28x28 batch 256 and
-# seed 002's EfficientNet-B0 at 64x64 batch 32 (resnet50 at 64x64 batch 16 when MODELS names it).
-# Every row goes into one file, bench/results/cpu-cnn.json, in the DESIGN §5 schema.
+# The image-model benchmarks on this CPU, side by side in one run (DESIGN §5): `mixprec bench`
+# under float32, mixed_float16 and mixed_bfloat16, then the PyTorch peer (bench/peers/torch_cnn.py,
+# or torch_vit.py for vit, on Debian's python3-torch 1.13) with the same network, images, batch and
+# optimizer (Adam), at sizes a 2-core CPU trains in seconds per step: the Fashion-MNIST cnn at
+# 28x28 batch 256 and seed 002's EfficientNet-B0 at 64x64 batch 32 (resnet50 at 64x64 batch 16,
+# and the Vision Transformer vit on 28x28x1 images at batch 128, when MODELS names them). Every
+# row goes into one file, bench/results/cpu-cnn.json by default, in the DESIGN §5 schema.
 #
 #   scripts/bench-cpu-cnn.sh                           # after `make build`
 #   MODELS="cnn" STEPS=20 scripts/bench-cpu-cnn.sh
+#   MODELS=vit OUT=bench/results/cpu-vit.json scripts/bench-cpu-cnn.sh
 #
 # torch 1.13 has no torch.compile (no torch-compile rows; the file's notes say so) and no float16
 # autocast on the CPU (its mixed_float16 rows say "unsupported"); its mixed_bfloat16 is
@@ -16,6 +18,7 @@
 # Settings (environment): BUILD (build directory, default build), MIXPREC (the binary), PYTHON (an
 # interpreter that imports torch; default /usr/bin/python3), MODELS ("cnn efficientnet-b0"),
 # CNN_SIZE/CNN_BATCH (28/256), EFF_SIZE/EFF_BATCH (64/32), RESNET_SIZE/RESNET_BATCH (64/16),
+# VIT_BATCH (128; vit keeps its 28x28x1 input, patches of 4, 4 blocks 64 wide, 10 classes),
 # STEPS (10), WARMUP (2), POLICIES, OUT (the result file), SKIP_TORCH=1 (mixprec rows only),
 # OMP_WAIT_POLICY / GOMP_SPINCOUNT (libgomp's default unless set; recorded), BLAS_INSTALL=0 (check the
 # peer's BLAS, never install it; scripts/bench-cpu-blas.sh).
@@ -31,6 +34,7 @@ EFF_SIZE=${EFF_SIZE:-64}
 EFF_BATCH=${EFF_BATCH:-32}
 RESNET_SIZE=${RESNET_SIZE:-64}
 RESNET_BATCH=${RESNET_BATCH:-16}
+VIT_BATCH=${VIT_BATCH:-128}
 STEPS=${STEPS:-10}
 WARMUP=${WARMUP:-2}
 POLICIES=${POLICIES:-float32,mixed_float16,mixed_bfloat16}
@@ -72,8 +76,9 @@ size_and_batch() {
     cnn) echo "$CNN_SIZE $CNN_BATCH 10" ;;
     efficientnet-b*) echo "$EFF_SIZE $EFF_BATCH 1000" ;;
     resnet50) echo "$RESNET_SIZE $RESNET_BATCH 1000" ;;
+    vit) echo "28 $VIT_BATCH 10" ;;
     *)
-      echo "bench-cpu-cnn: unknown model '$1' in MODELS (cnn, efficientnet-b0..b7, resnet50)" >&2
+      echo "bench-cpu-cnn: unknown model '$1' in MODELS (cnn, efficientnet-b0..b7, resnet50, vit)" >&2
       exit 2
       ;;
   esac
@@ -87,7 +92,11 @@ for model in $MODELS; do
       --classes "$classes" --batch-size "$batch" --optimizer adam --steps "$STEPS" \
       --warmup "$WARMUP" --json "$tmp/mixprec_${model}_$policy.json"
   done
-  if [[ "$SKIP_TORCH" != 1 ]]; then
+  if [[ "$SKIP_TORCH" != 1 && "$model" == vit ]]; then
+    "$PYTHON" "$root/bench/peers/torch_vit.py" --device cpu --image-size "$size" \
+      --classes "$classes" --batch-size "$batch" --steps "$STEPS" --warmup "$WARMUP" \
+      --policies "$POLICIES" --json "$tmp/torch_$model.json"
+  elif [[ "$SKIP_TORCH" != 1 ]]; then
     "$PYTHON" "$root/bench/peers/torch_cnn.py" --device cpu --model "$model" --input-size "$size" \
       --classes "$classes" --batch-size "$batch" --steps "$STEPS" --warmup "$WARMUP" \
       --policies "$POLICIES" --json "$tmp/torch_$model.json"
@@ -101,6 +110,8 @@ fi
 mkdir -p "$(dirname "$OUT")"
 command="MODELS=\"$MODELS\" CNN_SIZE=$CNN_SIZE CNN_BATCH=$CNN_BATCH EFF_SIZE=$EFF_SIZE EFF_BATCH=$EFF_BATCH"
 [[ " $MODELS " == *" resnet50 "* ]] && command+=" RESNET_SIZE=$RESNET_SIZE RESNET_BATCH=$RESNET_BATCH"
+[[ " $MODELS " == *" vit "* ]] && command+=" VIT_BATCH=$VIT_BATCH"
+[[ "$OUT" != "$root/bench/results/cpu-cnn.json" ]] && command+=" OUT=${OUT#"$root"/}"
 command+=" STEPS=$STEPS WARMUP=$WARMUP POLICIES=$POLICIES scripts/bench-cpu-cnn.sh"
 
 # Merge: the mixprec documents give device, date and each model's workload; every row goes into
@@ -135,7 +146,8 @@ for path in sorted(glob.glob(os.path.join(tmp, "torch_*.json"))):
     t = json.load(open(path))
     w = t["workload"]
     entry = merged["workload"]["models"].setdefault(w["model"], {})
-    entry["torch_params_with_bn_moving_stats"] = w["params_with_bn_moving_stats"]
+    # torch_cnn counts BatchNormalization's moving statistics as mixprec does; a ViT has none.
+    entry["torch_params_with_bn_moving_stats"] = w.get("params_with_bn_moving_stats", w.get("params"))
     entry["forward_flops_per_sample"] = w["forward_flops_per_sample"]
     merged["workload"]["torch_version"] = t["torch_version"]
     merged["workload"]["torch_threads"] = t["threads"]

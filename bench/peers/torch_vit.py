@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""PyTorch peer of `mixprec bench --model vit`: the same Vision Transformer as
+mixprec's applications::vit (a strided Conv2D patch embedding, learned position embeddings, pre-norm
+blocks of MultiHeadAttention and a GELU MLP, a final LayerNormalization, the mean of the patch
+tokens, a Dense head and a float32 softmax), the same shapes, Adam with Keras' defaults, trained on
+random images and timed per step. Writes rows in the DESIGN §5 schema next to mixprec's.
+
+  python3 bench/peers/torch_vit.py --device cpu --batch-size 128 --json out.json
+  MODELS=vit OUT=bench/results/cpu-vit.json scripts/bench-cpu-cnn.sh   # beside mixprec's rows
+
+Attention: torch.nn.functional.scaled_dot_product_attention where the installed torch has it (2.0
+and later), else the plain composition (matmul, scale, softmax, matmul) as torch 1.13 users write
+it; the row records which (`attention`). Policies as bench/peers/torch_gpt.py: float32 without
+autocast (TF32 off on CUDA), mixed_bfloat16 autocast bfloat16, mixed_float16 autocast float16 with
+GradScaler (CUDA only). The loss is the negative log of the float32 softmax, as mixprec's
+sparse_categorical_crossentropy on the model's probabilities.
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cpu_blas  # noqa: E402  (which BLAS and CPU the peer runs with)
+
+
+class Block(torch.nn.Module):
+    def __init__(self, width, heads, mlp_dim, sdpa):
+        super().__init__()
+        self.heads, self.sdpa = heads, sdpa
+        self.ln_1 = torch.nn.LayerNorm(width, eps=1e-6)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.out = torch.nn.Linear(width, width)
+        self.ln_2 = torch.nn.LayerNorm(width, eps=1e-6)
+        self.fc = torch.nn.Linear(width, mlp_dim)
+        self.proj = torch.nn.Linear(mlp_dim, width)
+
+    def attention(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v)
+        else:
+            s = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+            y = torch.softmax(s.float(), dim=-1).to(v.dtype) @ v
+        return self.out(y.transpose(1, 2).reshape(b, t, c))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.proj(F.gelu(self.fc(self.ln_2(x))))
+
+
+class Vit(torch.nn.Module):
+    def __init__(self, args, sdpa):
+        super().__init__()
+        p = args.patch_size
+        tokens = (args.image_size // p) ** 2
+        self.patches = torch.nn.Conv2d(args.channels, args.width, p, stride=p)
+        self.position = torch.nn.Parameter(torch.zeros(1, tokens, args.width))
+        torch.nn.init.uniform_(self.position, -0.05, 0.05)
+        self.blocks = torch.nn.ModuleList(Block(args.width, args.heads, args.mlp_dim, sdpa)
+                                          for _ in range(args.layers))
+        self.ln_f = torch.nn.LayerNorm(args.width, eps=1e-6)
+        self.head = torch.nn.Linear(args.width, args.classes)
+        for m in self.modules():  # Keras' defaults: glorot_uniform kernels, zero biases
+            if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)):
+                torch.nn.init.xavier_uniform_(m.weight)
+                torch.nn.init.zeros_(m.bias)
+
+    def forward(self, images):
+        x = self.patches(images)  # (B, width, S/p, S/p)
+        x = x.flatten(2).transpose(1, 2) + self.position  # (B, N, width)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln_f(x).mean(dim=1))
+        return torch.softmax(logits.float(), dim=-1)
+
+
+def forward_flops_per_sample(args):
+    """Matrix-product FLOPs of one image's forward pass (a multiply-add counted as 2): the patch
+    convolution, per block the four projections, the MLP and the two attention products, the head.
+    A training step counts 3x (forward, and the two products of the backward)."""
+    n = (args.image_size // args.patch_size) ** 2
+    w, m = args.width, args.mlp_dim
+    patch = n * args.channels * args.patch_size ** 2 * w
+    per_block = n * (3 * w * w + w * w + 2 * w * m) + 2 * n * n * w
+    return 2 * (patch + args.layers * per_block + w * args.classes)
+
+
+def make_scaler():
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda", init_scale=32768.0, growth_interval=2000)
+    return torch.cuda.amp.GradScaler(init_scale=32768.0, growth_interval=2000)
+
+
+def run(policy, args, system):
+    device = torch.device(args.device)
+    row = {"system": system, "model": "vit", "policy": policy, "batch_size": args.batch_size}
+    if policy == "mixed_float16" and device.type == "cpu":
+        row["unsupported"] = "torch %s has no float16 autocast on the CPU" % torch.__version__
+        return row
+    if system == "torch-compile" and not hasattr(torch, "compile"):
+        row["unsupported"] = "torch %s has no torch.compile (added in 2.0)" % torch.__version__
+        return row
+    sdpa = hasattr(F, "scaled_dot_product_attention")
+    row["attention"] = "scaled_dot_product_attention" if sdpa else "composition"
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    model = Vit(args, sdpa).to(device)
+    args.params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
+    autocast_dtype = {"float32": None, "mixed_float16": torch.float16,
+                      "mixed_bfloat16": torch.bfloat16}[policy]
+    scaler = make_scaler() if policy == "mixed_float16" else None
+
+    def forward_loss(x, y):
+        if autocast_dtype is None:
+            probabilities = model(x)
+        else:
+            with torch.autocast(device_type=device.type, dtype=autocast_dtype):
+                probabilities = model(x)
+        return F.nll_loss(torch.log(probabilities.float()), y)
+
+    if system == "torch-compile":
+        forward_loss = torch.compile(forward_loss, dynamic=False)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=True)
+        loss = forward_loss(x, y)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    gen = torch.Generator(device="cpu").manual_seed(1)
+    x = torch.rand(args.batch_size, args.channels, args.image_size, args.image_size,
+                   generator=gen).to(device)
+    y = torch.randint(0, args.classes, (args.batch_size,), generator=gen).to(device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if device.type == "cuda":
+        sync()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    train_step(x, y)
+    sync()
+    first_s = time.perf_counter() - start
+    for _ in range(args.warmup - 1):
+        train_step(x, y)
+    sync()
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        train_step(x, y)
+        sync()
+        times.append((time.perf_counter() - start) * 1e3)
+    median = statistics.median(times)
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated()
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    row.update({"step_ms": {"min": min(times), "median": median, "max": max(times)},
+                "samples_per_s": args.batch_size / (median / 1e3),
+                "tflops": 3 * forward_flops_per_sample(args) * args.batch_size / (median / 1e3) / 1e12,
+                "peak_memory_bytes": peak})
+    if system == "torch-compile":
+        row["compile_s"] = first_s
+    return row
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--image-size", type=int, default=28)
+    p.add_argument("--channels", type=int, default=1)
+    p.add_argument("--patch-size", type=int, default=4)
+    p.add_argument("--width", type=int, default=64)
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--mlp-dim", type=int, default=128)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3, help="untimed steps; the first is never timed")
+    p.add_argument("--policies", default="float32,mixed_bfloat16")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--compile", action="store_true", help="also time torch.compile (torch >= 2)")
+    p.add_argument("--require-optimised-blas", action="store_true")
+    p.add_argument("--json", help="write the rows here")
+    args = p.parse_args()
+    if args.width % args.heads:
+        p.error("--width must be a multiple of --heads")
+    if args.image_size % args.patch_size:
+        p.error("--image-size must be a multiple of --patch-size")
+    torch.set_num_threads(args.threads)
+    cuda = args.device == "cuda"
+    cpu_peer = None if cuda else cpu_blas.describe(torch)
+    if cpu_peer is not None and args.require_optimised_blas:
+        cpu_blas.require_optimised(cpu_peer)
+    systems = ["torch-eager"] + (["torch-compile"] if args.compile else [])
+    rows = []
+    for system in systems:
+        for policy in args.policies.split(","):
+            r = run(policy, args, system)
+            rows.append(r)
+            if "unsupported" in r:
+                print("%-14s %-15s unsupported: %s" % (r["system"], r["policy"], r["unsupported"]))
+            else:
+                print("%-14s %-15s batch %3d  median %9.2f ms  %9.0f images/s  %6.3f TFLOP/s  (%s)" % (
+                    r["system"], r["policy"], r["batch_size"], r["step_ms"]["median"],
+                    r["samples_per_s"], r["tflops"], r["attention"]))
+            sys.stdout.flush()
+    if args.json:
+        out = {"torch_version": torch.__version__, "threads": args.threads, "device": args.device,
+               "device_name": torch.cuda.get_device_name() if cuda else None,
+               "workload": {"model": "vit", "image_size": args.image_size,
+                            "channels": args.channels, "patch_size": args.patch_size,
+                            "width": args.width, "layers": args.layers, "heads": args.heads,
+                            "mlp_dim": args.mlp_dim, "classes": args.classes,
+                            "batch_size": args.batch_size, "optimizer": "adam",
+                            "steps": args.steps, "warmup": args.warmup,
+                            "params": getattr(args, "params", None),
+                            "forward_flops_per_sample": forward_flops_per_sample(args)},
+               "results": rows}
+        if not cuda:
+            out["cpu_peer"] = cpu_peer
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
