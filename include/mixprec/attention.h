@@ -66,6 +66,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
                            const AttentionOptions& options = {});
 
+// The attention scores: the softmax probabilities (B, H, Tq, Tk) of q against k under the same
+// scale and masks (the entries a query may not see 0, a fully masked row all 0), before dropout
+// (options.dropout_rate and training are ignored), in float32 (float64 for float64 inputs);
+// Keras' return_attention_scores. Memory O(Tq * Tk): for inspecting attention, not for training
+// long sequences. Differentiable in q and k. The same checks as scaled_dot_product_attention with
+// v = k.
+Tensor attention_scores(const Tensor& q, const Tensor& k, const AttentionOptions& options = {});
 // Whether scaled_dot_product_attention takes a fused kernel where one exists: the override if set
 // (tests compare both), else MIXPREC_FUSION (0 turns it off; on by default).
 bool attention_fusion_enabled();

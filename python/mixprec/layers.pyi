@@ -244,8 +244,9 @@ class MultiHeadAttention(Layer):
                  bias_initializer: InitializerLike = "zeros", seed: int | None = None,
                  dtype: PolicyLike = None, name: str | None = None,
                  trainable: bool = True) -> None: ...
-    def __call__(self, query: Any, value: Any, key: Any = None, use_causal_mask: bool = False,
-                 training: bool = False) -> Any: ...  # type: ignore[override]
+    def __call__(self, query: Any, value: Any, key: Any = None, attention_mask: Any = None,
+                 return_attention_scores: bool = False, training: bool = False,
+                 use_causal_mask: bool = False) -> Any: ...  # type: ignore[override]
     @property
     def num_heads(self) -> int: ...
     @property

@@ -525,8 +525,8 @@ void bind_layers(py::module_& m) {
       .def_property_readonly("token", &ClassToken::token);
 
   LayerClass<MultiHeadAttention>(m, "MultiHeadAttention",
-                                 "Multi-head attention (keras.layers.MultiHeadAttention); call it "
-                                 "as mha(query, value, use_causal_mask=False).")
+                                 "Multi-head attention (keras.layers.MultiHeadAttention), called "
+                                 "as Keras calls it.")
       .def(py::init([](std::int64_t num_heads, std::int64_t key_dim,
                        std::optional<std::int64_t> value_dim, double dropout, bool use_bias,
                        std::optional<std::int64_t> output_shape, py::object kernel_initializer,
@@ -550,34 +550,48 @@ void bind_layers(py::module_& m) {
       .def(
           "__call__",
           [](const MultiHeadAttention& mha, py::object query, py::object value, py::object key,
-             bool use_causal_mask, bool training) -> py::object {
-            if (!key.is_none() && !key.is(value)) {
-              throw ValueError(
-                  "MultiHeadAttention: a key different from the value is not "
-                  "supported (leave key=None)");
-            }
+             py::object attention_mask, bool return_attention_scores, bool training,
+             bool use_causal_mask) -> py::object {
             if (py::isinstance<KerasTensor>(query)) {
-              return py::cast(mha(query.cast<KerasTensor>(), value.cast<KerasTensor>(), [&] {
-                SymbolicAttentionArgs a;
-                a.use_causal_mask = use_causal_mask;
-                return a;
-              }()));
+              if (return_attention_scores) {
+                throw ValueError(
+                    "MultiHeadAttention: return_attention_scores=True is for eager calls; in a "
+                    "functional model the layer returns its output only");
+              }
+              SymbolicAttentionArgs a;
+              if (!key.is_none()) a.key = key.cast<KerasTensor>();
+              if (!attention_mask.is_none()) a.attention_mask = attention_mask.cast<KerasTensor>();
+              a.use_causal_mask = use_causal_mask;
+              return py::cast(mha(query.cast<KerasTensor>(), value.cast<KerasTensor>(), a));
             }
-            Tensor q = to_tensor(query), v = to_tensor(value), out;
+            AttentionArgs a;
+            a.key = to_tensor_or_none(key);
+            a.attention_mask = to_tensor_or_none(attention_mask);
+            a.use_causal_mask = use_causal_mask;
+            a.training = training;
+            const Tensor q = to_tensor(query), v = to_tensor(value);
+            layers::AttentionWithScores r;
             {
               const bool record = tape_active();
               py::gil_scoped_release release;
               std::optional<NoGradScope> no_grad;
               if (!record) no_grad.emplace();
-              AttentionArgs a;
-              a.use_causal_mask = use_causal_mask;
-              a.training = training;
-              out = mha(q, v, a);
+              if (return_attention_scores) {
+                r = mha.call_with_scores(q, v, a);
+              } else {
+                r.output = mha(q, v, a);
+              }
             }
-            return py::cast(out);
+            if (return_attention_scores) return py::make_tuple(r.output, r.scores);
+            return py::cast(r.output);
           },
           py::arg("query"), py::arg("value"), py::arg("key") = py::none(),
-          py::arg("use_causal_mask") = false, py::arg("training") = false)
+          py::arg("attention_mask") = py::none(), py::arg("return_attention_scores") = false,
+          py::arg("training") = false, py::arg("use_causal_mask") = false,
+          "Keras' call: (query, value, key=None, attention_mask=None (bool (B, Tq, Tv), True = "
+          "attend), return_attention_scores=False, training=False, use_causal_mask=False). With "
+          "return_attention_scores (eager only): (output, scores), the scores (B, H, Tq, Tv) "
+          "float32 softmax probabilities before dropout.")
       .def_property_readonly("num_heads", &MultiHeadAttention::num_heads)
       .def_property_readonly("key_dim", &MultiHeadAttention::key_dim)
       .def_property_readonly("value_dim", &MultiHeadAttention::value_dim);

@@ -11,7 +11,8 @@
 #   DEADLINE=420 scripts/gpu/acceptance.sh tests memcheck racecheck train bench:mlp
 #   scripts/gpu/acceptance.sh mp:resnet50:mixed_float16:256:find torch:resnet50:mixed_float16:256
 #
-# Stages: probe, tests, tests:find (the same with MIXPREC_CUDNN_BENCHMARK=1), memcheck, racecheck, smoke (one short training run and one bench row),
+# Stages: full (every stage below that the GPU measurement needs, in order of importance), probe,
+# tests, tests:find (the same with MIXPREC_CUDNN_BENCHMARK=1), memcheck, racecheck, smoke (one short training run and one bench row),
 # train (mlp 4096 units batch 8192 and cnn, three policies each; EPOCHS_MLP/EPOCHS_CNN),
 # train512 (the CPU's seed MLP: 512 units, batch 256, 5 epochs, three policies), interop
 # (scripts/gpu/python_interop.py: TensorBoard's EventAccumulator, Hugging Face safetensors), tbpack
@@ -25,7 +26,8 @@
 # ncu:MODEL:POLICY:BATCH (Nsight Compute's per-kernel time summary of one warm-up and two steps),
 # attention (bench/attention_bench --device cuda, the fused CUDA kernels against the composition,
 # and bench/peers/torch_attention.py, PyTorch's scaled_dot_product_attention, at one GPT-2 layer:
-# batch 8, T = ATTN_T (1024), 12 heads of 64, causal; attention_bench must be in the pack),
+# batch 8, T = ATTN_T (1024; attention:T for another T), 12 heads of 64, causal;
+# attention_bench must be in the pack),
 # graphs (issue 28: bench/graph_step_bench, each row eager against CUDA graphs in one call: the
 # seed MLP at batch 256 and 1024, EfficientNet-B0 at 32, gpt-nano at 8; graph_step_bench must be
 # in the pack), graph:MODEL:BATCH[:OPTIMIZER] (one such row).
@@ -123,7 +125,20 @@ mp_row() {
     --json "$files/mp-$tag.json"
 }
 
+# full: the whole GPU measurement (DESIGN §5's rows, the GPU suite and its sanitizers), most
+# important first, so that DEADLINE cuts the least important; one device call may not reach the
+# end, the next call starts where the log says it stopped.
+full_stages=(probe tests memcheck racecheck bench:mlp
+  mp:efficientnet-b0:mixed_float16:256 torch:efficientnet-b0:mixed_float16:256
+  mp:efficientnet-b0:float32:128 mp:resnet50:mixed_float16:256 torch:resnet50:mixed_float16:256
+  mp:resnet50:float32:256 torch:resnet50:float32:256 mp:gpt2:mixed_bfloat16:8
+  torch:gpt2:mixed_bfloat16:8 attention:1024 attention:4096 graphs ncu:resnet50:mixed_float16:64
+  ncu:mlp:mixed_float16:8192)
+stages=()
 for s in "$@"; do
+  if [[ "$s" == full ]]; then stages+=("${full_stages[@]}"); else stages+=("$s"); fi
+done
+for s in "${stages[@]}"; do
   case $s in
     probe)
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
@@ -197,17 +212,20 @@ for s in "$@"; do
         --print-summary per-kernel --csv --log-file "$files/ncu-$m-$p-b$b.csv" "$cli" bench --device cuda \
         --model "$m" --policy "$p" --batch-size "$b" "${margs[@]}" --steps 2 --warmup 1
       ;;
-    attention)  # the fused CUDA attention kernels and PyTorch's SDPA on one GPT-2 layer
-      shape=(--batch 8 --length "${ATTN_T:-1024}" --heads 12 --dim 64 --repeats 10)
+    attention | attention:*)  # the fused CUDA attention kernels and PyTorch's SDPA on one GPT-2
+      # layer; attention:T at sequence length T instead of ATTN_T
+      t=${ATTN_T:-1024}
+      [[ "$s" == attention:* ]] && t=${s#attention:}
+      shape=(--batch 8 --length "$t" --heads 12 --dim 64 --repeats 10)
       if [[ -x "$mp/bin/attention_bench" ]]; then
-        stage "attention bench" "${ROW_TIMEOUT:-90}" bash -c '"${@:2}" >"$1"' _ "$files/attention-mixprec.jsonl" \
+        stage "attention bench T=$t" "${ROW_TIMEOUT:-90}" bash -c '"${@:2}" >"$1"' _ "$files/attention-mixprec-t$t.jsonl" \
           "${run_mp[@]}" "$mp/bin/attention_bench" --device cuda "${shape[@]}"
       else
         echo "==== attention bench: SKIPPED (no attention_bench in the pack: build it, then pack-prebuilt.sh)"
       fi
-      stage "attention torch" "${ROW_TIMEOUT:-90}" bash -c '"${@:2}" >"$1"' _ "$files/attention-torch.jsonl" \
+      stage "attention torch T=$t" "${ROW_TIMEOUT:-90}" bash -c '"${@:2}" >"$1"' _ "$files/attention-torch-t$t.jsonl" \
         python3 "$root/bench/peers/torch_attention.py" --device cuda "${shape[@]}"
-      cat "$files"/attention-*.jsonl 2>/dev/null
+      cat "$files"/attention-*-t"$t".jsonl 2>/dev/null
       ;;
     graphs | graph:*)  # issue 28: eager vs CUDA graph replay of the training step, one call a row
       if [[ ! -x "$mp/bin/graph_step_bench" ]]; then

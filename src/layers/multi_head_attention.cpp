@@ -242,6 +242,8 @@ class MultiHeadAttentionImpl final : public LayerImpl {
       if (replay != nullptr && !(replay->device() == query.device())) replay = nullptr;
       o.seed = replay != nullptr ? replay->draw(gen) : gen.next_u64();
     }
+    // call_with_scores: the probabilities before dropout, (B, H, Tq, Tv), from the composition.
+    if (want_scores_) scores_ = attention_scores(q, k, o);
     const Tensor attended = scaled_dot_product_attention(q, k, v, o);  // (B, Tq, H, Dv)
     const Tensor flat = reshape(attended, Shape{b, tq, h * value_dim_});
     const std::int64_t out = output_kernel_.dim(2);
@@ -295,7 +297,9 @@ class MultiHeadAttentionImpl final : public LayerImpl {
   bool causal_ = false;               // the symbolic calls' use_causal_mask
   bool causal_fixed_ = false;         // a symbolic call has set causal_
   std::optional<bool> eager_causal_;  // during an eager call: its use_causal_mask
-  std::int64_t key_features_ = 0;     // the key's features (build_from_specs)
+  bool want_scores_ = false;          // during call_with_scores: keep the scores in scores_
+  Tensor scores_;
+  std::int64_t key_features_ = 0;  // the key's features (build_from_specs)
   Tensor query_kernel_, query_bias_, key_kernel_, key_bias_, value_kernel_, value_bias_;
   Tensor output_kernel_, output_bias_;
 };
@@ -332,6 +336,23 @@ Tensor MultiHeadAttention::operator()(const Tensor& query, const Tensor& value,
   if (args.attention_mask.defined()) inputs.push_back(args.attention_mask);
   EagerCausal scope(m, args.use_causal_mask);
   return m.call_eager(inputs, CallOptions{.training = args.training})[0];
+}
+
+AttentionWithScores MultiHeadAttention::call_with_scores(const Tensor& query, const Tensor& value,
+                                                         const AttentionArgs& args) const {
+  MultiHeadAttentionImpl& m = mha_impl(*this);
+  struct KeepScores {  // resets the request and drops the scores on exit, also when it throws
+    MultiHeadAttentionImpl& impl;
+    explicit KeepScores(MultiHeadAttentionImpl& i) : impl(i) { impl.want_scores_ = true; }
+    ~KeepScores() {
+      impl.want_scores_ = false;
+      impl.scores_ = Tensor();
+    }
+  } keep(m);
+  AttentionWithScores out;
+  out.output = (*this)(query, value, args);
+  out.scores = m.scores_;
+  return out;
 }
 
 KerasTensor MultiHeadAttention::operator()(const KerasTensor& query, const KerasTensor& value,

@@ -151,6 +151,14 @@ Tensor attention_reference(const Tensor& q, const Tensor& k, const Tensor& v,
   return ops::attention_composition(q, k, v, c);
 }
 
+Tensor attention_scores(const Tensor& q, const Tensor& k, const AttentionOptions& options) {
+  AttentionOptions o = options;
+  o.dropout_rate = 0.0;  // the scores before dropout (and no key drawn for it)
+  o.training = false;
+  const ops::AttentionCall c = ops::resolve_attention("attention_scores", q, k, k, o);
+  return ops::attention_probabilities(q, k, c);
+}
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionOptions& options) {
   const ops::AttentionCall c = ops::resolve_attention(kOp, q, k, v, options);

@@ -31,5 +31,8 @@ AttentionCall resolve_attention(const char* op, const Tensor& q, const Tensor& k
 // The composition of public ops on a resolved call (attention_reference's body).
 Tensor attention_composition(const Tensor& q, const Tensor& k, const Tensor& v,
                              const AttentionCall& call);
+// Its probabilities before dropout, (B, H, Tq, Tk) in float32 (float64 for float64 inputs):
+// attention_scores' body.
+Tensor attention_probabilities(const Tensor& q, const Tensor& k, const AttentionCall& call);
 
 }  // namespace mixprec::ops

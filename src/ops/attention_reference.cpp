@@ -31,13 +31,20 @@ Tensor causal_mask(std::int64_t q_len, std::int64_t k_len, Device device) {
 
 }  // namespace
 
-Tensor attention_composition(const Tensor& q, const Tensor& k, const Tensor& v,
-                             const AttentionCall& c) {
-  const DType cdt = q.dtype() == DType::float64 ? DType::float64 : DType::float32;
-  auto widen = [&](const Tensor& t) { return t.dtype() == cdt ? t : cast(t, cdt); };
-  const Tensor qp = permute(widen(q), {0, 2, 1, 3});                       // (B, H, Tq, D)
-  const Tensor kp = permute(widen(k), {0, 2, 1, 3});                       // (B, H, Tk, D)
-  const Tensor vp = permute(widen(v), {0, 2, 1, 3});                       // (B, H, Tk, Dv)
+namespace {
+
+DType compute_dtype(const Tensor& q) {
+  return q.dtype() == DType::float64 ? DType::float64 : DType::float32;
+}
+
+Tensor widen(const Tensor& t, DType cdt) { return t.dtype() == cdt ? t : cast(t, cdt); }
+
+}  // namespace
+
+Tensor attention_probabilities(const Tensor& q, const Tensor& k, const AttentionCall& c) {
+  const DType cdt = compute_dtype(q);
+  const Tensor qp = permute(widen(q, cdt), {0, 2, 1, 3});                  // (B, H, Tq, D)
+  const Tensor kp = permute(widen(k, cdt), {0, 2, 1, 3});                  // (B, H, Tk, D)
   Tensor s = mul(matmul(qp, kp, Transpose::no, Transpose::yes), c.scale);  // (B, H, Tq, Tk)
 
   // The visible entries: the causal rule and the user's mask, (B | 1, H | 1, Tq, Tk).
@@ -62,6 +69,13 @@ Tensor attention_composition(const Tensor& q, const Tensor& k, const Tensor& v,
   } else {
     p = softmax(s, -1);
   }
+  return p;
+}
+
+Tensor attention_composition(const Tensor& q, const Tensor& k, const Tensor& v,
+                             const AttentionCall& c) {
+  Tensor p = attention_probabilities(q, k, c);                          // (B, H, Tq, Tk)
+  const Tensor vp = permute(widen(v, compute_dtype(q)), {0, 2, 1, 3});  // (B, H, Tk, Dv)
   if (c.dropout) {
     p = dropout(p, DropoutMask{.base = c.dropout_base,
                                .threshold = core::keep_threshold(c.dropout_rate),

@@ -2,7 +2,8 @@
 // float64 and against a hand-computed case; the fused CPU kernel against the reference, forward
 // and backward, in float32, float16 and bfloat16, with causal and padding masks, Tq != Tk, lengths
 // that are not multiples of the 64-wide blocks, Dv != D, dropout and fully masked rows; its
-// backward's memory not growing as T^2; the argument errors.
+// backward's memory not growing as T^2; attention_scores against the reference; the argument
+// errors.
 //
 // Bound of fused vs reference: both compute in float32 from the same inputs, in different orders
 // (blocked online softmax against one softmax; 16-wide partial sums against oneDNN's products),
@@ -306,6 +307,70 @@ TEST(Attention, FusedBackwardMemoryDoesNotGrowAsTSquared) {
   EXPECT_GT(static_cast<double>(ref_long), 2.5 * static_cast<double>(ref_short))
       << ref_short << " -> " << ref_long;
   EXPECT_LT(fused_long * 4, ref_long);
+}
+
+// attention_scores is the probabilities the output is made of: scores x v (permuted) is the
+// reference's output, the masked entries and fully masked rows are 0, the rest of each row sums to
+// 1; dropout is ignored (no key drawn); float32 for 16-bit inputs.
+TEST(Attention, ScoresAreTheProbabilitiesOfTheOutput) {
+  for (const Case& c :
+       std::vector<Case>{{"causal_kv_cache", 2, 3, 6, 2, 4, 3, true},
+                         {"padding_mask", 2, 5, 5, 2, 4, 3, false, 1},
+                         {"fully_masked_row_dropout", 1, 4, 5, 2, 4, 3, true, 3, 0.5}}) {
+    SCOPED_TRACE(c.name);
+    const Tensor q = random({c.b, c.tq, c.h, c.d}, DType::float64, 11);
+    const Tensor k = random({c.b, c.tk, c.h, c.d}, DType::float64, 12);
+    const Tensor v = random({c.b, c.tk, c.h, c.dv}, DType::float64, 13);
+    AttentionOptions o = options_for(c);
+    o.seed.reset();  // a draw from default_generator() would show in its state
+    const auto before = default_generator().state().words;
+    const Tensor p = attention_scores(q, k, o);
+    EXPECT_EQ(default_generator().state().words, before);
+    ASSERT_EQ(p.shape(), Shape({c.b, c.h, c.tq, c.tk}));
+    EXPECT_EQ(p.dtype(), DType::float64);
+    AttentionOptions no_dropout = o;
+    no_dropout.dropout_rate = 0.0;
+    const Tensor want = attention_reference(q, k, v, no_dropout);
+    const Tensor got = permute(matmul(p, permute(v, {0, 2, 1, 3})), {0, 2, 1, 3});
+    EXPECT_TRUE(all_close(got, want, {1e-12, 1e-12}));
+    const std::vector<double> probs = p.to_vector<double>();
+    for (std::int64_t row = 0; row < c.b * c.h * c.tq; ++row) {
+      const std::int64_t i = row % c.tq;
+      double total = 0;
+      for (std::int64_t j = 0; j < c.tk; ++j) {
+        const double x = probs[static_cast<std::size_t>(row * c.tk + j)];
+        EXPECT_GE(x, 0.0);
+        if (c.causal && j > i + (c.tk - c.tq)) EXPECT_EQ(x, 0.0) << "row " << row << " key " << j;
+        total += x;
+      }
+      const bool fully_masked = c.mask == 3 && i == 1;
+      EXPECT_NEAR(total, fully_masked ? 0.0 : 1.0, 1e-12) << "row " << row;
+    }
+  }
+  // The hand case of ReferenceMatchesAHandComputedCausalCase: (1, 0) and (1, e^2) / (1 + e^2).
+  const Tensor q = from_vector(std::vector<double>{1, 2}, {1, 2, 1, 1}, {.dtype = DType::float64});
+  const Tensor k = from_vector(std::vector<double>{0, 1}, {1, 2, 1, 1}, {.dtype = DType::float64});
+  const double e2 = std::exp(2.0);
+  const std::vector<double> p =
+      attention_scores(q, k, {.scale = 1.0, .causal = true}).to_vector<double>();
+  const std::vector<double> want{1.0, 0.0, 1.0 / (1.0 + e2), e2 / (1.0 + e2)};
+  ASSERT_EQ(p.size(), want.size());
+  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(p[i], want[i], 1e-15) << i;
+  // 16-bit inputs: float32 scores (the float32 island), close to float64's.
+  const Tensor q16 = random({1, 4, 2, 8}, DType::bfloat16, 14);
+  const Tensor k16 = random({1, 6, 2, 8}, DType::bfloat16, 15);
+  const Tensor p32 = attention_scores(q16, k16);
+  EXPECT_EQ(p32.dtype(), DType::float32);
+  EXPECT_TRUE(all_close(p32, attention_scores(q16.to(DType::float64), k16.to(DType::float64)),
+                        {1e-5, 1e-6}));
+}
+
+TEST(Attention, ScoresGradcheckFloat64) {
+  const Case c{"causal_masked", 2, 3, 4, 2, 3, 3, true, 1};
+  const AttentionOptions o = options_for(c);
+  const auto f = [&](const std::vector<Tensor>& in) { return attention_scores(in[0], in[1], o); };
+  EXPECT_TRUE(gradcheck(f, {random({c.b, c.tq, c.h, c.d}, DType::float64, 16),
+                            random({c.b, c.tk, c.h, c.d}, DType::float64, 17)}));
 }
 
 TEST(Attention, ErrorsNameTheShapesAndTheFix) {

@@ -172,6 +172,30 @@ def test_merge_and_attention_layers():
     assert mha(inp, inp).shape == (None, 5, 8)
 
 
+def test_multi_head_attention_keras_call():
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(2, 3, 8)).astype(np.float32)
+    v = rng.normal(size=(2, 5, 6)).astype(np.float32)
+    k = rng.normal(size=(2, 5, 4)).astype(np.float32)
+    mask = rng.uniform(size=(2, 3, 5)) > 0.3
+    mask[:, :, 0] = True  # every query sees a key
+    mha = layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    out = mha(q, v, key=k, attention_mask=mask)
+    assert out.shape == (2, 3, 8)
+    again, scores = mha(q, v, key=k, attention_mask=mask, return_attention_scores=True)
+    assert np.array_equal(again.numpy(), out.numpy())
+    s = scores.numpy()
+    assert s.shape == (2, 2, 3, 5) and s.dtype == np.float32
+    assert np.all(s[np.broadcast_to(~mask[:, None], s.shape)] == 0)  # hidden keys get nothing
+    assert np.allclose(s.sum(axis=-1), 1.0, atol=1e-6)
+    causal = mha(q, v, key=k, use_causal_mask=True, return_attention_scores=True)[1].numpy()
+    assert np.all(np.triu(np.ones((3, 5), bool), 1)[None, None] <= (causal == 0))
+    qi, vi, ki = mp.Input(shape=(3, 8)), mp.Input(shape=(5, 6)), mp.Input(shape=(5, 4))
+    assert mha(qi, vi, key=ki).shape == (None, 3, 8)
+    with pytest.raises(ValueError, match="eager calls"):
+        mha(qi, vi, key=ki, return_attention_scores=True)
+
+
 def test_custom_loop_with_loss_scale_optimizer():
     mixed_precision.set_global_policy("mixed_float16")
     x, y = toy_data(n=128)

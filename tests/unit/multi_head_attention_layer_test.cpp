@@ -1,7 +1,8 @@
 // MultiHeadAttention: Keras weight names and shapes, the forward against the same computation
 // written with plain ops from the layer's weights, a hand-computed causal case, dtypes and
-// gradients under three policies, mixed-vs-float32 parity (DESIGN §4: 2e-3), dropout only in
-// training, the functional API with the config, save/load and summary, and the error messages.
+// gradients under three policies, mixed-vs-float32 parity (DESIGN §4: 2e-3), the attention scores
+// (call_with_scores), dropout only in training, the functional API with the config, save/load and
+// summary, and the error messages.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,9 +63,10 @@ TEST(MultiHeadAttentionTest, KerasWeightNamesAndShapes) {
   EXPECT_EQ(other.named_variables()[3].value.shape(), Shape({3, 5, 7}));
 }
 
-// The layer's computation written out with plain ops from its weights, in float64.
+// The layer's computation written out with plain ops from its weights, in float64; `scores`,
+// when given, receives the softmax probabilities (B, H, Tq, Tv).
 Tensor by_hand(const MultiHeadAttention& mha, const Tensor& query, const Tensor& value,
-               const Tensor& mask, bool causal) {
+               const Tensor& mask, bool causal, Tensor* scores = nullptr) {
   const auto w = mha.get_weights();
   auto d = [](const Tensor& t) { return t.to(kFloat64); };
   const std::int64_t h = mha.num_heads(), kd = mha.key_dim(), vd = mha.value_dim();
@@ -86,7 +88,9 @@ Tensor by_hand(const MultiHeadAttention& mha, const Tensor& query, const Tensor&
         if ((causal && j > i) || (!m.empty() && m[at] == 0.0)) bias[at] = -1e300;
       }
   s = add(s, reshape(from_vector(bias, {b, tq, tv}, {.dtype = kFloat64}), {b, 1, tq, tv}));
-  const Tensor o = permute(matmul(softmax(s, -1), v), {0, 2, 1, 3});  // (B, Tq, H, vd)
+  const Tensor p = softmax(s, -1);
+  if (scores != nullptr) *scores = p;
+  const Tensor o = permute(matmul(p, v), {0, 2, 1, 3});  // (B, Tq, H, vd)
   return add(matmul(reshape(o, {b, tq, h * vd}), reshape(d(w[6]), {h * vd, w[6].dim(2)})), d(w[7]));
 }
 
@@ -98,6 +102,37 @@ TEST(MultiHeadAttentionTest, ForwardMatchesTheOpsWrittenOut) {
   EXPECT_TRUE(all_close(y, by_hand(mha, q, v, mask, false), {1e-5, 1e-5}));
   const Tensor c = mha(q, q, {.use_causal_mask = true});
   EXPECT_TRUE(all_close(c, by_hand(mha, q, q, Tensor(), true), {1e-5, 1e-5}));
+}
+
+// Keras' return_attention_scores: the same output, and the softmax probabilities (B, H, Tq, Tv)
+// in float32 whatever the policy, with the padding mask and the top-left causal rule of
+// Tq != Tv applied, taken before dropout.
+TEST(MultiHeadAttentionTest, CallWithScoresReturnsTheAttentionScores) {
+  MultiHeadAttention mha(3, 4, {.value_dim = 2});
+  const Tensor q = random({2, 5, 6}, 1), v = random({2, 7, 6}, 2);
+  const Tensor mask = greater(random({2, 5, 7}, 3), full({}, -0.8));
+  const auto r = mha.call_with_scores(q, v, {.attention_mask = mask});
+  EXPECT_TRUE(bit_identical(r.output, mha(q, v, {.attention_mask = mask})));
+  ASSERT_EQ(r.scores.shape(), Shape({2, 3, 5, 7}));
+  EXPECT_EQ(r.scores.dtype(), kFloat32);
+  Tensor want;
+  by_hand(mha, q, v, mask, false, &want);
+  EXPECT_TRUE(all_close(r.scores, want, {1e-5, 1e-6}));
+
+  const Tensor short_q = random({2, 4, 6}, 4);  // Tq = 4 < Tv = 7: key j visible when j <= i
+  const auto causal = mha.call_with_scores(short_q, v, {.use_causal_mask = true});
+  by_hand(mha, short_q, v, Tensor(), true, &want);
+  EXPECT_TRUE(all_close(causal.scores, want, {1e-5, 1e-6}));
+
+  PolicyGuard guard("mixed_bfloat16");
+  MultiHeadAttention dropped(2, 4, {.dropout = 0.5, .seed = 3});
+  const Tensor x = random({1, 8, 8}, 5);
+  const auto trained = dropped.call_with_scores(x, x, {.training = true});
+  EXPECT_EQ(trained.output.dtype(), DType::bfloat16);
+  EXPECT_EQ(trained.scores.dtype(), kFloat32);
+  const Tensor rows = sum(trained.scores, {-1});  // before dropout: every row sums to 1
+  EXPECT_TRUE(all_close(rows, ones_like(rows), {1e-6, 1e-6}));
+  EXPECT_FALSE(all_close(trained.output, dropped(x, x), {1e-3, 1e-3}));
 }
 
 TEST(MultiHeadAttentionTest, CausalMaskMatchesAHandComputedCase) {

@@ -19,9 +19,12 @@
 //
 // Calls: eager, `mha(query, value, {.key = k, .attention_mask = m, .use_causal_mask = true,
 // .training = true})`; functional, `mha(q_in, v_in, {.key = k_in, .attention_mask = m_in,
-// .use_causal_mask = true})` with KerasTensors. The generic list forms take
-// [query, value (, key) (, attention_mask)] (the mask recognised by its bool dtype). Only rank-3
-// inputs (Keras' default attention axis); other ranks are a ShapeError.
+// .use_causal_mask = true})` with KerasTensors. Keras' return_attention_scores=True is the eager
+// `mha.call_with_scores(query, value, args)`: the same output and the attention scores
+// (B, H, Tq, Tv), the float32 softmax probabilities before dropout (mixprec/attention.h's
+// attention_scores; they cost O(Tq * Tv) memory, which the output alone never does). The generic
+// list forms take [query, value (, key) (, attention_mask)] (the mask recognised by its bool
+// dtype). Only rank-3 inputs (Keras' default attention axis); other ranks are a ShapeError.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +68,12 @@ struct SymbolicAttentionArgs {
   bool use_causal_mask = false;
 };
 
+// What call_with_scores returns.
+struct AttentionWithScores {
+  Tensor output;  // (B, Tq, output_shape or Cq), as operator() returns it
+  Tensor scores;  // (B, H, Tq, Tv) float32 (float64 under a float64 policy), before dropout
+};
+
 class MultiHeadAttention : public Layer {
  public:
   MultiHeadAttention(std::int64_t num_heads, std::int64_t key_dim,
@@ -76,6 +85,9 @@ class MultiHeadAttention : public Layer {
   KerasTensor operator()(const KerasTensor& query, const KerasTensor& value,
                          const SymbolicAttentionArgs& args = {}) const;
   using Layer::operator();
+  // The eager call that also returns the attention scores (Keras' return_attention_scores).
+  AttentionWithScores call_with_scores(const Tensor& query, const Tensor& value,
+                                       const AttentionArgs& args = {}) const;
 
   std::int64_t num_heads() const;
   std::int64_t key_dim() const;
