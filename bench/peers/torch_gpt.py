@@ -26,16 +26,15 @@ import argparse
 import json
 import math
 import os
-import resource
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cpu_blas  # noqa: E402  (which BLAS and CPU the peer runs with)
+import peer_step  # noqa: E402  (the step under a policy, and its timing)
 
 PRESETS = {  # name: (layers, width, heads, context, vocab); mixprec's applications::gpt presets
     "gpt2": (12, 768, 12, 1024, 50257),
@@ -117,20 +116,12 @@ def make_optimizer(model):
                              lr=3e-4, betas=(0.9, 0.999), eps=1e-7)
 
 
-def make_scaler():
-    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
-        return torch.amp.GradScaler("cuda", init_scale=32768.0, growth_interval=2000)
-    return torch.cuda.amp.GradScaler(init_scale=32768.0, growth_interval=2000)
-
-
 def run(policy, args, system):
     device = torch.device(args.device)
     row = {"system": system, "policy": policy, "batch_size": args.batch_size}
-    if policy == "mixed_float16" and device.type == "cpu":
-        row["unsupported"] = "torch %s has no float16 autocast on the CPU" % torch.__version__
-        return row
-    if system == "torch-compile" and not hasattr(torch, "compile"):
-        row["unsupported"] = "torch %s has no torch.compile (added in 2.0)" % torch.__version__
+    why = peer_step.unsupported(policy, device, system)
+    if why:
+        row["unsupported"] = why
         return row
     sdpa = hasattr(F, "scaled_dot_product_attention")
     row["attention"] = "scaled_dot_product_attention" if sdpa else "composition"
@@ -140,60 +131,17 @@ def run(policy, args, system):
     torch.manual_seed(0)
     model = Gpt(args.layers, args.width, args.heads, args.seq_len, args.vocab, sdpa).to(device)
     opt = make_optimizer(model)
-    autocast_dtype = {"float32": None, "mixed_float16": torch.float16,
-                      "mixed_bfloat16": torch.bfloat16}[policy]
-    scaler = make_scaler() if policy == "mixed_float16" else None
-
-    def forward_loss(x, y):
-        if autocast_dtype is None:
-            logits = model(x)
-        else:
-            with torch.autocast(device_type=device.type, dtype=autocast_dtype):
-                logits = model(x)
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
-
-    if system == "torch-compile":
-        forward_loss = torch.compile(forward_loss, dynamic=False)
-
-    def train_step(x, y):
-        opt.zero_grad(set_to_none=True)
-        loss = forward_loss(x, y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        return loss
-
+    step = peer_step.make_train_step(
+        model, opt,
+        lambda logits, y: F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1)),
+        policy, device, system)
     gen = torch.Generator(device="cpu").manual_seed(1)
     x = torch.randint(0, args.vocab, (args.batch_size, args.seq_len), generator=gen).to(device)
     y = torch.randint(0, args.vocab, (args.batch_size, args.seq_len), generator=gen).to(device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    if device.type == "cuda":
-        sync()
-        torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
-    train_step(x, y)
-    sync()
-    first_s = time.perf_counter() - start
-    for _ in range(args.warmup - 1):
-        train_step(x, y)
-    sync()
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        train_step(x, y)
-        sync()
-        times.append((time.perf_counter() - start) * 1e3)
+    times, first_s, peak = peer_step.time_steps(step, x, y, device, args.warmup, args.steps)
     median = statistics.median(times)
-    if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated()
-    else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     tokens = args.batch_size * args.seq_len
-    row.update({"step_ms": {"min": min(times), "median": median, "max": max(times)},
+    row.update({"step_ms": peer_step.step_ms(times),
                 "samples_per_s": args.batch_size / (median / 1e3),
                 "tokens_per_s": tokens / (median / 1e3),
                 "tflops": step_flops(args.layers, args.width, args.seq_len, args.vocab,

@@ -19,16 +19,15 @@ import argparse
 import json
 import math
 import os
-import resource
 import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cpu_blas  # noqa: E402  (which BLAS and CPU the peer runs with)
+import peer_step  # noqa: E402  (the step under a policy, and its timing)
 
 
 class Block(torch.nn.Module):
@@ -95,20 +94,12 @@ def forward_flops_per_sample(args):
     return 2 * (patch + args.layers * per_block + w * args.classes)
 
 
-def make_scaler():
-    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
-        return torch.amp.GradScaler("cuda", init_scale=32768.0, growth_interval=2000)
-    return torch.cuda.amp.GradScaler(init_scale=32768.0, growth_interval=2000)
-
-
 def run(policy, args, system):
     device = torch.device(args.device)
     row = {"system": system, "model": "vit", "policy": policy, "batch_size": args.batch_size}
-    if policy == "mixed_float16" and device.type == "cpu":
-        row["unsupported"] = "torch %s has no float16 autocast on the CPU" % torch.__version__
-        return row
-    if system == "torch-compile" and not hasattr(torch, "compile"):
-        row["unsupported"] = "torch %s has no torch.compile (added in 2.0)" % torch.__version__
+    why = peer_step.unsupported(policy, device, system)
+    if why:
+        row["unsupported"] = why
         return row
     sdpa = hasattr(F, "scaled_dot_product_attention")
     row["attention"] = "scaled_dot_product_attention" if sdpa else "composition"
@@ -119,60 +110,16 @@ def run(policy, args, system):
     model = Vit(args, sdpa).to(device)
     args.params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
-    autocast_dtype = {"float32": None, "mixed_float16": torch.float16,
-                      "mixed_bfloat16": torch.bfloat16}[policy]
-    scaler = make_scaler() if policy == "mixed_float16" else None
-
-    def forward_loss(x, y):
-        if autocast_dtype is None:
-            probabilities = model(x)
-        else:
-            with torch.autocast(device_type=device.type, dtype=autocast_dtype):
-                probabilities = model(x)
-        return F.nll_loss(torch.log(probabilities.float()), y)
-
-    if system == "torch-compile":
-        forward_loss = torch.compile(forward_loss, dynamic=False)
-
-    def train_step(x, y):
-        opt.zero_grad(set_to_none=True)
-        loss = forward_loss(x, y)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        return loss
-
+    step = peer_step.make_train_step(
+        model, opt, lambda probabilities, y: F.nll_loss(torch.log(probabilities.float()), y),
+        policy, device, system)
     gen = torch.Generator(device="cpu").manual_seed(1)
     x = torch.rand(args.batch_size, args.channels, args.image_size, args.image_size,
                    generator=gen).to(device)
     y = torch.randint(0, args.classes, (args.batch_size,), generator=gen).to(device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    if device.type == "cuda":
-        sync()
-        torch.cuda.reset_peak_memory_stats()
-    start = time.perf_counter()
-    train_step(x, y)
-    sync()
-    first_s = time.perf_counter() - start
-    for _ in range(args.warmup - 1):
-        train_step(x, y)
-    sync()
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        train_step(x, y)
-        sync()
-        times.append((time.perf_counter() - start) * 1e3)
+    times, first_s, peak = peer_step.time_steps(step, x, y, device, args.warmup, args.steps)
     median = statistics.median(times)
-    if device.type == "cuda":
-        peak = torch.cuda.max_memory_allocated()
-    else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    row.update({"step_ms": {"min": min(times), "median": median, "max": max(times)},
+    row.update({"step_ms": peer_step.step_ms(times),
                 "samples_per_s": args.batch_size / (median / 1e3),
                 "tflops": 3 * forward_flops_per_sample(args) * args.batch_size / (median / 1e3) / 1e12,
                 "peak_memory_bytes": peak})
