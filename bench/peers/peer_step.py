@@ -1,8 +1,10 @@
 """What the PyTorch peers of the Transformers (torch_gpt.py, torch_vit.py) share: the training step
 under a policy (autocast, GradScaler for float16, optionally torch.compile) and its timing (the
 first step untimed, warm-up, the median of the timed steps, the peak memory)."""
+import json
 import resource
 import statistics
+import sys
 import time
 
 import torch
@@ -88,3 +90,45 @@ def time_steps(step, x, y, device, warmup, steps):
 
 def step_ms(times):
     return {"min": min(times), "median": statistics.median(times), "max": max(times)}
+
+
+def setup(args, cpu_blas):
+    """Sets torch's threads; on the CPU describes the BLAS torch runs (cpu_blas.describe) and, with
+    --require-optimised-blas, stops on the reference BLAS. Returns the description (None on CUDA)."""
+    torch.set_num_threads(args.threads)
+    if args.device == "cuda":
+        return None
+    peer = cpu_blas.describe(torch)
+    if args.require_optimised_blas:
+        cpu_blas.require_optimised(peer)
+    return peer
+
+
+def run_rows(run, args, systems, rate_key, rate_unit):
+    """run(policy, args, system) for every system and policy, each row printed as it comes."""
+    rows = []
+    for system in systems:
+        for policy in args.policies.split(","):
+            r = run(policy, args, system)
+            rows.append(r)
+            if "unsupported" in r:
+                print("%-14s %-15s unsupported: %s" % (r["system"], r["policy"], r["unsupported"]))
+            else:
+                print("%-14s %-15s batch %3d  median %9.2f ms  %9.0f %s  %6.3f TFLOP/s  (%s)" % (
+                    r["system"], r["policy"], r["batch_size"], r["step_ms"]["median"],
+                    r[rate_key], rate_unit, r["tflops"], r["attention"]))
+            sys.stdout.flush()
+    return rows
+
+
+def write_json(path, args, workload, rows, cpu_peer):
+    """The peer's document: torch's version and threads, the device, the workload, the rows and,
+    on the CPU, the BLAS description."""
+    cuda = args.device == "cuda"
+    out = {"torch_version": torch.__version__, "threads": args.threads, "device": args.device,
+           "device_name": torch.cuda.get_device_name() if cuda else None,
+           "workload": workload, "results": rows}
+    if not cuda:
+        out["cpu_peer"] = cpu_peer
+    with open(path, "w") as f:
+        json.dump(out, f, indent=2)

@@ -23,7 +23,6 @@ layers * T * width, N = the weights of the matrix products (12 * layers * width^
 the accounting of the PaLM paper and llm.c (attention's causal half is not discounted).
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -176,37 +175,15 @@ def main():
         args.seq_len = min(args.seq_len, context)
     if args.width % args.heads:
         p.error("--width must be a multiple of --heads")
-    torch.set_num_threads(args.threads)
-    cuda = args.device == "cuda"
-    cpu_peer = None if cuda else cpu_blas.describe(torch)
-    if cpu_peer is not None and args.require_optimised_blas:
-        cpu_blas.require_optimised(cpu_peer)
+    cpu_peer = peer_step.setup(args, cpu_blas)
     systems = ([] if args.no_eager else ["torch-eager"]) + (["torch-compile"] if args.compile else [])
-    rows = []
-    for system in systems:
-        for policy in args.policies.split(","):
-            r = run(policy, args, system)
-            rows.append(r)
-            if "unsupported" in r:
-                print("%-14s %-15s unsupported: %s" % (r["system"], r["policy"], r["unsupported"]))
-            else:
-                print("%-14s %-15s batch %3d  median %9.2f ms  %9.0f tokens/s  %6.3f TFLOP/s  (%s)" % (
-                    r["system"], r["policy"], r["batch_size"], r["step_ms"]["median"],
-                    r["tokens_per_s"], r["tflops"], r["attention"]))
-            sys.stdout.flush()
+    rows = peer_step.run_rows(run, args, systems, "tokens_per_s", "tokens/s")
     if args.json:
-        out = {"torch_version": torch.__version__, "threads": args.threads, "device": args.device,
-               "device_name": torch.cuda.get_device_name() if cuda else None,
-               "workload": {"model": "gpt", "layers": args.layers, "width": args.width,
-                            "heads": args.heads, "seq_len": args.seq_len, "vocab": args.vocab,
-                            "batch_size": args.batch_size, "optimizer": "adamw",
-                            "steps": args.steps, "warmup": args.warmup},
-               "results": rows}
-        if not cuda:
-            out["cpu_peer"] = cpu_peer
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-
+        workload = {"model": "gpt", "layers": args.layers, "width": args.width,
+                    "heads": args.heads, "seq_len": args.seq_len, "vocab": args.vocab,
+                    "batch_size": args.batch_size, "optimizer": "adamw",
+                    "steps": args.steps, "warmup": args.warmup}
+        peer_step.write_json(args.json, args, workload, rows, cpu_peer)
 
 if __name__ == "__main__":
     sys.exit(main())

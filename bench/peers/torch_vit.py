@@ -16,7 +16,6 @@ GradScaler (CUDA only). The loss is the negative log of the float32 softmax, as 
 sparse_categorical_crossentropy on the model's probabilities.
 """
 import argparse
-import json
 import math
 import os
 import statistics
@@ -152,41 +151,17 @@ def main():
         p.error("--width must be a multiple of --heads")
     if args.image_size % args.patch_size:
         p.error("--image-size must be a multiple of --patch-size")
-    torch.set_num_threads(args.threads)
-    cuda = args.device == "cuda"
-    cpu_peer = None if cuda else cpu_blas.describe(torch)
-    if cpu_peer is not None and args.require_optimised_blas:
-        cpu_blas.require_optimised(cpu_peer)
+    cpu_peer = peer_step.setup(args, cpu_blas)
     systems = ["torch-eager"] + (["torch-compile"] if args.compile else [])
-    rows = []
-    for system in systems:
-        for policy in args.policies.split(","):
-            r = run(policy, args, system)
-            rows.append(r)
-            if "unsupported" in r:
-                print("%-14s %-15s unsupported: %s" % (r["system"], r["policy"], r["unsupported"]))
-            else:
-                print("%-14s %-15s batch %3d  median %9.2f ms  %9.0f images/s  %6.3f TFLOP/s  (%s)" % (
-                    r["system"], r["policy"], r["batch_size"], r["step_ms"]["median"],
-                    r["samples_per_s"], r["tflops"], r["attention"]))
-            sys.stdout.flush()
+    rows = peer_step.run_rows(run, args, systems, "samples_per_s", "images/s")
     if args.json:
-        out = {"torch_version": torch.__version__, "threads": args.threads, "device": args.device,
-               "device_name": torch.cuda.get_device_name() if cuda else None,
-               "workload": {"model": "vit", "image_size": args.image_size,
-                            "channels": args.channels, "patch_size": args.patch_size,
-                            "width": args.width, "layers": args.layers, "heads": args.heads,
-                            "mlp_dim": args.mlp_dim, "classes": args.classes,
-                            "batch_size": args.batch_size, "optimizer": "adam",
-                            "steps": args.steps, "warmup": args.warmup,
-                            "params": getattr(args, "params", None),
-                            "forward_flops_per_sample": forward_flops_per_sample(args)},
-               "results": rows}
-        if not cuda:
-            out["cpu_peer"] = cpu_peer
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=2)
-
+        workload = {"model": "vit", "image_size": args.image_size, "channels": args.channels,
+                    "patch_size": args.patch_size, "width": args.width, "layers": args.layers,
+                    "heads": args.heads, "mlp_dim": args.mlp_dim, "classes": args.classes,
+                    "batch_size": args.batch_size, "optimizer": "adam", "steps": args.steps,
+                    "warmup": args.warmup, "params": getattr(args, "params", None),
+                    "forward_flops_per_sample": forward_flops_per_sample(args)}
+        peer_step.write_json(args.json, args, workload, rows, cpu_peer)
 
 if __name__ == "__main__":
     sys.exit(main())
