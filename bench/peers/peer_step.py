@@ -21,6 +21,24 @@ def unsupported(policy, device, system):
     return None
 
 
+def start_row(row, policy, device, system):
+    """Marks `row` unsupported and returns None when this torch cannot run it; otherwise records
+    which attention runs (scaled_dot_product_attention where torch has it, 2.0 and later, else the
+    composition), turns TF32 off on CUDA (float32 means float32), seeds torch, and returns whether
+    SDPA is used."""
+    why = unsupported(policy, device, system)
+    if why:
+        row["unsupported"] = why
+        return None
+    sdpa = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+    row["attention"] = "scaled_dot_product_attention" if sdpa else "composition"
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    return sdpa
+
+
 def make_scaler():
     # GradScaler with Keras' LossScaleOptimizer settings: initial scale 2^15, growth every 2000.
     if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):

@@ -118,16 +118,9 @@ def make_optimizer(model):
 def run(policy, args, system):
     device = torch.device(args.device)
     row = {"system": system, "policy": policy, "batch_size": args.batch_size}
-    why = peer_step.unsupported(policy, device, system)
-    if why:
-        row["unsupported"] = why
+    sdpa = peer_step.start_row(row, policy, device, system)
+    if sdpa is None:
         return row
-    sdpa = hasattr(F, "scaled_dot_product_attention")
-    row["attention"] = "scaled_dot_product_attention" if sdpa else "composition"
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    torch.manual_seed(0)
     model = Gpt(args.layers, args.width, args.heads, args.seq_len, args.vocab, sdpa).to(device)
     opt = make_optimizer(model)
     step = peer_step.make_train_step(

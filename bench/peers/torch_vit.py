@@ -96,16 +96,9 @@ def forward_flops_per_sample(args):
 def run(policy, args, system):
     device = torch.device(args.device)
     row = {"system": system, "model": "vit", "policy": policy, "batch_size": args.batch_size}
-    why = peer_step.unsupported(policy, device, system)
-    if why:
-        row["unsupported"] = why
+    sdpa = peer_step.start_row(row, policy, device, system)
+    if sdpa is None:
         return row
-    sdpa = hasattr(F, "scaled_dot_product_attention")
-    row["attention"] = "scaled_dot_product_attention" if sdpa else "composition"
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    torch.manual_seed(0)
     model = Vit(args, sdpa).to(device)
     args.params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-7)
