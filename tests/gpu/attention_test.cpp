@@ -2,8 +2,8 @@
 // CPU's fused kernels on the same inputs, forward and backward: tensor cores (float16 / bfloat16
 // at head dims 16, 64 and 128, GPT-2's causal 64 among them) and the scalar kernels (float32,
 // float64, float16 at a head dim of 24), lengths that are not multiples of the blocks, Tq != Tk,
-// masks (with a fully masked row), dropout. Also: the backward is the same bits on every run, and
-// the fused op's peak memory does not grow as T^2.
+// masks (with a fully masked row), dropout. Also: attention_scores against the CPU's, the backward
+// is the same bits on every run, and the fused op's peak memory does not grow as T^2.
 //
 // Tolerances (tests/gpu/TOLERANCES.md), as tests/ops/attention_test.cpp's fused-vs-reference
 // bounds: both sides compute in float32 from the same stored inputs in different orders (the
@@ -127,6 +127,27 @@ TEST(GpuAttentionTest, ScalarKernelsMatchTheCpu) {
   expect_matches({"f32_mask_dropout", 2, 40, 33, 2, 20, 12, false, 1, 0.3}, DType::float32);
   expect_matches({"f16_d24_causal", 2, 50, 50, 2, 24, 24, true, 1}, DType::float16);
   expect_matches({"f64_small", 2, 9, 13, 2, 5, 3, true, 1, 0.25}, DType::float64);
+}
+
+// attention_scores (the composition's probabilities, public CUDA ops: permute, matmul, where,
+// softmax) against the CPU's: float32 both sides, a causal Tq != Tk case with a fully masked row.
+TEST(GpuAttentionTest, ScoresMatchTheCpu) {
+  MIXPREC_REQUIRE_GPU();
+  const Case c{"scores_causal_masked", 2, 20, 33, 2, 16, 16, true, 1};
+  for (DType dtype : {DType::bfloat16, DType::float32}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor q = sample({c.b, c.tq, c.h, c.d}, -2, 2, dtype, 5);
+    const Tensor k = sample({c.b, c.tk, c.h, c.d}, -2, 2, dtype, 6);
+    AttentionOptions o;
+    o.causal = true;
+    const Tensor mask = mask_for(c);
+    o.mask = mask;
+    const Tensor cpu = attention_scores(q, k, o);
+    o.mask = mask.to(kGpu);
+    const Tensor gpu = attention_scores(on_gpu(q), on_gpu(k), o);
+    EXPECT_EQ(gpu.dtype(), DType::float32);
+    EXPECT_TRUE(matches(gpu, cpu, Tolerance{2e-5, 2e-6}));
+  }
 }
 
 TEST(GpuAttentionTest, BackwardIsTheSameBitsOnEveryRun) {
