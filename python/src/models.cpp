@@ -159,28 +159,15 @@ py::object evaluate(py::object self, py::object x, py::object y, py::object batc
 }
 
 py::array predict(Model& model, py::object x, py::object batch_size, py::object verbose) {
-  Tensor input;
-  std::optional<data::Pipeline> pipeline;
-  std::optional<std::int64_t> dataset_batch;
-  if (py::isinstance<TokenWindows>(x)) {
-    const auto& w = x.cast<const TokenWindows&>();
-    pipeline = w.pipeline;
-    dataset_batch = w.batch_size;
-  } else if (py::hasattr(x, "_fit_arguments")) {
-    py::tuple args = x.attr("_fit_arguments")();
-    input = to_tensor(args[0]);
-    if (!args[2].is_none()) dataset_batch = args[2].cast<std::int64_t>();
-  } else {
-    input = to_tensor(x);
-  }
+  const FitData data = fit_data(x, py::none());  // the targets of a Dataset go unused
   PredictOptions o;
   o.batch_size =
-      batch_size.is_none() ? dataset_batch.value_or(32) : batch_size.cast<std::int64_t>();
+      batch_size.is_none() ? data.batch_size.value_or(32) : batch_size.cast<std::int64_t>();
   o.verbose = to_verbosity(verbose);
   Tensor out;
   {
     py::gil_scoped_release release;
-    out = pipeline ? model.predict(*pipeline, o) : model.predict(input, o);
+    out = data.pipeline ? model.predict(*data.pipeline, o) : model.predict(data.x, o);
   }
   return to_numpy(out);
 }

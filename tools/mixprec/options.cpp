@@ -89,8 +89,6 @@ void add_common_options(CLI::App& app, TrainOptions& o, OptionSet what) {
                    "with --lr-schedule cosine: steps of linear warm-up from 0 to the learning rate "
                    "before the decay")
         ->capture_default_str();
-  }
-  if (what != OptionSet::bench) {
     app.add_option("--init-from", o.init_from,
                    "with --model gpt: start from the configuration and weights of a GPT saved by "
                    "`train --save DIR` (fine-tuning; the position table keeps its context)");

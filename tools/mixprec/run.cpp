@@ -316,10 +316,8 @@ RunResult run_training(const RunConfig& config, const LoadedData& data) {
     }
     result.params = model.count_params();
     optimizers::Optimizer optimizer = run_optimizer(config, data);
-    result.learning_rate = optimizer.learning_rate();
-    if (o.lr_schedule == "cosine") {  // the peak rate, not the warm-up's first (0)
-      result.learning_rate = peak_learning_rate(config.optimizer, o.learning_rate);
-    }
+    // The constant rate, or a schedule's peak (not the warm-up's first, 0).
+    result.learning_rate = peak_learning_rate(config.optimizer, o.learning_rate);
 
     if (loop_choice(o.loop) == Loop::fit) {
       const bool lm = config.model.is_language_model();
